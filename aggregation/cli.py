@@ -1,0 +1,111 @@
+"""`aggsim`: ask the propeller model about output prefixes, and run the real demo.
+
+Usage errors, missing prefixes and missing filesystems print one line and exit 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from aggregation.explain import Explanation, explain_prefix, rfc3339_nanos
+from aggregation.propeller import NodeState, PropellerConfig
+from aggregation.readers import STRATEGIES
+from aggregation.storage import StorageError
+
+USAGE_ERROR = 2
+
+
+def _fail(message: str) -> None:
+    click.echo(f"aggsim: {message}", err=True)
+    sys.exit(USAGE_ERROR)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Which failure does Flyte report for a distributed PyTorch job, and does it retry?"""
+
+
+@main.command()
+@click.argument("prefix")
+@click.option("--strategy", type=click.Choice(STRATEGIES), default="earliest", show_default=True,
+              help="error aggregation strategy (earliest when enable-distributed-error-aggregation is on)")
+@click.option("--outputs-declared", is_flag=True, help="the task declares outputs (outputs.pb must exist)")
+@click.option("--retries", type=click.IntRange(min=0), default=0, show_default=True, help="the task's `retries`")
+@click.option("--attempts", type=click.IntRange(min=0), default=0, show_default=True,
+              help="the node's attempts so far (NodeStatus.Attempts)")
+@click.option("--system-failures", type=click.IntRange(min=0), default=0, show_default=True,
+              help="the node's system failures so far")
+@click.option("--max-system-failures", type=click.IntRange(min=0), default=3, show_default=True,
+              help="propeller's max-node-retries-system-failures")
+@click.option("--ignore-retry-cause", is_flag=True, help="propeller's ignore-retry-cause")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+def explain(prefix, strategy, outputs_declared, retries, attempts, system_failures, max_system_failures,
+            ignore_retry_cause, as_json) -> None:
+    """What propeller concludes if it observes the PyTorchJob Succeeded now, for output prefix PREFIX."""
+    if system_failures > attempts:
+        _fail(f"--system-failures ({system_failures}) cannot exceed --attempts ({attempts})")
+    config = PropellerConfig(max_node_retries_system_failures=max_system_failures, ignore_retry_cause=ignore_retry_cause)
+    try:
+        explanation = explain_prefix(
+            prefix, strategy, outputs_declared, retries, NodeState(attempts, system_failures), config
+        )
+    except StorageError as e:
+        _fail(str(e))
+        return
+    if as_json:
+        click.echo(json.dumps(explanation.to_json(), indent=2))
+    else:
+        render_explanation(explanation, Console())
+
+
+def render_explanation(explanation: Explanation, console: Console) -> None:
+    read = explanation.read
+    table = Table(title=f"{explanation.location}  ({read.strategy} strategy)")
+    for column in ("", "file", "timestamp", "code", "kind", "recoverable", "worker"):
+        table.add_column(column)
+    for candidate in read.candidates:
+        error = candidate.error
+        mark = "[bold green]won[/bold green]" if candidate.selected else ("[red]bad[/red]" if candidate.problem else "")
+        if error is None:
+            table.add_row(mark, candidate.path, "-", "-", "-", "-", f"[red]{candidate.problem or ''}[/red]")
+        else:
+            table.add_row(mark, candidate.path, rfc3339_nanos(error.timestamp_ns) or "(none: epoch)", error.code,
+                          error.kind, "yes" if error.recoverable else "no", error.worker or "-")
+    if read.candidates:
+        console.print(table)
+    else:
+        console.print(f"{explanation.location}: no error files ({read.strategy} strategy)")
+    if read.round_error:
+        console.print(f"[bold red]round error[/bold red]: {read.round_error}")
+    else:
+        console.print(f"rule: {read.rule}")
+    console.print(f"task phase: [bold]{explanation.outcome.phase.value}[/bold] ({explanation.outcome.reason})")
+    decision = explanation.decision
+    detail = f" {decision.code} ({decision.kind})" if decision.code else ""
+    console.print(f"node: [bold]{decision.decision.value}[/bold]{detail}")
+
+
+@main.command()
+@click.option("--real", is_flag=True, default=True, help="run real pods (the only mode for now)")
+def demo(real: bool) -> None:
+    """The preemption incident, for real: one pod SIGTERMed, upstream plugin vs this project's."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch without numpy: harmless
+    warnings.filterwarnings("ignore", message="Configuring shared memory via")  # flytekit's own Elastic default
+    try:
+        from plugin.demo import run_demo
+    except ImportError as e:
+        _fail(f"the demo needs the plugin extra (flytekit, torch): {e}")
+        return
+    run_demo(Console())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

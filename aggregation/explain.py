@@ -1,0 +1,117 @@
+"""Explain one output prefix: which error propeller reports, and whether the node retries.
+
+Data flows one way: storage (list/read the prefix) -> reader (pick the error) -> propeller (task
+phase, then the node's retry decision). `explain_prefix` is the public entry point; `Explanation`
+renders the JSON `aggsim explain --json` prints.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+from aggregation.propeller import (
+    JobCondition,
+    NodeDecision,
+    NodeState,
+    PropellerConfig,
+    TaskOutcome,
+    node_decision,
+    task_outcome,
+)
+from aggregation.readers import EARLIEST, ObservedError, ReadResult, reader_for
+from aggregation.storage import OutputPrefix, StorageError, open_prefix
+
+OUTPUTS_FILE = "outputs.pb"
+
+
+def rfc3339_nanos(timestamp_ns: Optional[int]) -> Optional[str]:
+    """RFC 3339 with nanoseconds and `Z`, e.g. 2026-11-30T04:42:11.368224620Z."""
+    if timestamp_ns is None:
+        return None
+    seconds, nanos = divmod(timestamp_ns, 1_000_000_000)
+    base = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(seconds=seconds)
+    return base.strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}Z"
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Everything `aggsim explain` reports for one prefix."""
+
+    location: str
+    read: ReadResult
+    outcome: TaskOutcome
+    decision: NodeDecision
+    requests: int
+
+    @property
+    def error(self) -> Optional[ObservedError]:
+        return self.read.error
+
+    def to_json(self) -> dict[str, Any]:
+        node = None
+        if self.decision.decision.value in ("SUCCEED", "RETRY", "FAIL"):
+            node = {"decision": self.decision.decision.value, "code": None, "kind": None}
+            if self.decision.decision.value == "FAIL":
+                node.update(code=self.decision.code, kind=self.decision.kind)
+        error = self.read.error
+        return {
+            "strategy": self.read.strategy,
+            "files": [
+                {
+                    "path": c.path,
+                    "timestamp": rfc3339_nanos(c.error.timestamp_ns) if c.error else None,
+                    "code": c.error.code if c.error else None,
+                    "kind": c.error.kind if c.error else None,
+                    "recoverable": c.error.recoverable if c.error else None,
+                    "worker": c.error.worker if c.error else None,
+                    "selected": c.selected,
+                    "problem": c.problem,
+                }
+                for c in self.read.candidates
+            ],
+            "error": None
+            if error is None
+            else {
+                "code": error.code,
+                "message": error.message,
+                "kind": error.kind,
+                "recoverable": error.recoverable,
+                "timestamp": rfc3339_nanos(error.timestamp_ns),
+                "worker": error.worker,
+                "path": error.path,
+            },
+            "rule": self.read.rule,
+            "round_error": self.read.round_error,
+            "task_phase": self.outcome.phase.value,
+            "node": node,
+            "object_store_requests": self.requests,
+        }
+
+
+def explain_prefix(
+    prefix: Union[str, OutputPrefix],
+    strategy: str = EARLIEST,
+    outputs_declared: bool = False,
+    retries: int = 0,
+    state: NodeState = NodeState(),
+    config: PropellerConfig = PropellerConfig(),
+) -> Explanation:
+    """What propeller concludes if it observes the PyTorchJob Succeeded now, for this output prefix.
+
+    `prefix` is a path/URL (opened with fsspec) or an `OutputPrefix` (e.g. `MemoryPrefix`).
+    Raises `StorageError` only when the prefix itself cannot be opened (missing directory,
+    filesystem not installed); every problem with the files inside becomes part of the verdict.
+    """
+    store = open_prefix(prefix) if isinstance(prefix, str) else prefix
+    read = reader_for(strategy).read(store)
+    outputs_exist = False
+    if outputs_declared and read.error is None and read.round_error is None:
+        try:
+            outputs_exist = store.head(OUTPUTS_FILE) is not None
+        except StorageError as e:
+            read = ReadResult(read.strategy, read.candidates, None, read.rule, f"failed to stat outputs: {e}", read.ignored)
+    outcome = task_outcome(JobCondition.SUCCEEDED, read, outputs_declared, outputs_exist)
+    decision = node_decision(outcome, retries, state, config)
+    return Explanation(store.location, read, outcome, decision, store.requests.total)

@@ -1,0 +1,276 @@
+"""Propeller's two error readers, rule for rule.
+
+Mirrors flyteplugins v1.16.8 `go/tasks/pluginmachinery/ioutils/remote_file_output_reader.go`:
+`singleFileErrorReader` (the default strategy) and `earliestFileErrorReader` (the earliest strategy,
+used when `enable-distributed-error-aggregation` is on), plus `errorDoc2ExecutionError`.
+
+A reader returns a `ReadResult`: every candidate it considered, the error it picked (if any), the
+rule that decided, or, where the Go code returns an *error* instead of an ExecutionError (an
+unreadable, corrupt or oversized file, a failed listing), a `round_error`: propeller then fails the
+evaluation round and tries again, and after `max-workflow-retries` such rounds fails the workflow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from flyteidl.core import errors_pb2, execution_pb2
+from google.protobuf.message import DecodeError
+
+from aggregation.storage import ObjectNotFound, OutputPrefix, StorageError
+
+#: flytestdlib storage `maxDownloadMBs` default (2) in bytes: error files larger than this are a Go error.
+DEFAULT_MAX_PAYLOAD_BYTES = 2 * 1024 * 1024
+
+#: The canonical error file name (flytekit `ERROR_FILE_NAME`, propeller `GetErrorPath`).
+CANONICAL_ERROR_FILE = "error.pb"
+
+DEFAULT = "default"
+EARLIEST = "earliest"
+STRATEGIES = (EARLIEST, DEFAULT)
+
+# The rule that decided which file won (shown to people, asserted by tests).
+RULE_NO_ERROR_FILE = "no error file"
+RULE_SINGLE_FILE = "the single error.pb (default strategy: last writer wins)"
+RULE_ONLY_CANDIDATE = "the only candidate"
+RULE_EARLIEST = "earliest timestamp"
+RULE_TIE = "tie on timestamp, broken by listing order (first listed wins)"
+RULE_EPOCH = "missing timestamp counts as the Unix epoch"
+RULE_BAD_FORMAT = "document without `error`: ErrorFileBadFormat (no timestamp, so it counts as the epoch)"
+RULE_ROUND_ERROR = "no verdict: the reader returned an error"
+
+KIND_NAMES = {value: name for name, value in execution_pb2.ExecutionError.ErrorKind.items()}
+
+
+def kind_name(kind: int) -> str:
+    """`ExecutionError.ErrorKind` as its name (an out-of-range value keeps its number)."""
+    return KIND_NAMES.get(kind, str(kind))
+
+
+@dataclass(frozen=True)
+class ObservedError:
+    """The ExecutionError propeller builds from an error file (or from a rule, e.g. ErrorFileBadFormat)."""
+
+    code: str
+    message: str
+    kind: str  # "UNKNOWN" | "USER" | "SYSTEM"
+    recoverable: bool
+    timestamp_ns: Optional[int] = None  # None: the document carried no timestamp
+    worker: str = ""
+    path: Optional[str] = None  # the key it came from, relative to the prefix
+
+    def to_proto(self) -> execution_pb2.ExecutionError:
+        error = execution_pb2.ExecutionError(code=self.code, message=self.message, worker=self.worker)
+        error.kind = execution_pb2.ExecutionError.ErrorKind.Value(self.kind)
+        if self.timestamp_ns is not None:
+            error.timestamp.FromNanoseconds(self.timestamp_ns)
+        return error
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One error file the reader considered, in listing order."""
+
+    path: str
+    size: int
+    error: Optional[ObservedError] = None  # None when the file could not be read or parsed
+    problem: Optional[str] = None  # why it could not be (the Go error text)
+    selected: bool = False
+    bad_format: bool = False  # parsed, but the document has no `error`
+
+    @property
+    def sort_timestamp_ns(self) -> int:
+        """What the earliest reader compares: a missing timestamp is the epoch."""
+        if self.error is None or self.error.timestamp_ns is None:
+            return 0
+        return self.error.timestamp_ns
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """What a reader concluded for one output prefix."""
+
+    strategy: str
+    candidates: tuple[Candidate, ...] = ()
+    error: Optional[ObservedError] = None
+    rule: str = RULE_NO_ERROR_FILE
+    round_error: Optional[str] = None
+    ignored: tuple[str, ...] = field(default=())  # listed keys that are not candidates (not `.pb`)
+
+    @property
+    def selected(self) -> Optional[Candidate]:
+        return next((c for c in self.candidates if c.selected), None)
+
+
+def document_to_error(document: errors_pb2.ErrorDocument, path: str, location: str) -> ObservedError:
+    """`errorDoc2ExecutionError`: origin becomes kind; recoverable only when kind == RECOVERABLE."""
+    if not document.HasField("error"):
+        return ObservedError(
+            code="ErrorFileBadFormat",
+            message=f"error not formatted correctly, nil error @path [{location}/{path}]",
+            kind="SYSTEM",
+            recoverable=True,
+            path=path,
+        )
+    container = document.error
+    return ObservedError(
+        code=container.code,
+        message=container.message,
+        kind=kind_name(container.origin),
+        recoverable=container.kind == errors_pb2.ContainerError.RECOVERABLE,
+        timestamp_ns=container.timestamp.ToNanoseconds() if container.HasField("timestamp") else None,
+        worker=container.worker,
+        path=path,
+    )
+
+
+def parse_document(data: bytes) -> errors_pb2.ErrorDocument:
+    """Unmarshal like Go's `proto.Unmarshal` (strict proto3 UTF-8 included); raises DecodeError."""
+    document = errors_pb2.ErrorDocument()
+    document.ParseFromString(data)
+    return document
+
+
+def _too_large(location: str, key: str, size: int, limit: int) -> str:
+    return f"output file @[{location}/{key}] is too large [{size}] bytes, max allowed [{limit}] bytes"
+
+
+class DefaultErrorReader:
+    """`singleFileErrorReader`: HEAD `<prefix>/error.pb`; missing means no error."""
+
+    strategy = DEFAULT
+
+    def __init__(self, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+        self.max_payload_bytes = max_payload_bytes
+
+    def read(self, prefix: OutputPrefix) -> ReadResult:
+        key = CANONICAL_ERROR_FILE
+        location = prefix.location.rstrip("/")
+        try:
+            size = prefix.head(key)
+        except StorageError as e:
+            return ReadResult(DEFAULT, rule=RULE_ROUND_ERROR, round_error=f"failed to read error file @[{location}/{key}]: {e}")
+        if size is None:
+            return ReadResult(DEFAULT)
+        if size > self.max_payload_bytes:
+            problem = _too_large(location, key, size, self.max_payload_bytes)
+            return ReadResult(DEFAULT, (Candidate(key, size, problem=problem),), rule=RULE_ROUND_ERROR, round_error=problem)
+        try:
+            data = prefix.read(key)
+        except ObjectNotFound as e:
+            # deleted between HEAD and GET: only this reader maps not-found to an ExecutionError
+            error = ObservedError("ErrorFileNotFound", str(e), "SYSTEM", True, path=key)
+            return ReadResult(DEFAULT, (Candidate(key, size, error=error, selected=True),), error, RULE_SINGLE_FILE)
+        except StorageError as e:
+            problem = f"failed to read error data from task @[{location}/{key}]: {e}"
+            return ReadResult(DEFAULT, (Candidate(key, size, problem=problem),), rule=RULE_ROUND_ERROR, round_error=problem)
+        try:
+            document = parse_document(data)
+        except DecodeError as e:
+            problem = f"failed to read error data from task @[{location}/{key}]: {e}"
+            return ReadResult(DEFAULT, (Candidate(key, size, problem=problem),), rule=RULE_ROUND_ERROR, round_error=problem)
+        error = document_to_error(document, key, location)
+        bad_format = not document.HasField("error")
+        rule = RULE_BAD_FORMAT if bad_format else RULE_SINGLE_FILE
+        return ReadResult(DEFAULT, (Candidate(key, size, error=error, selected=True, bad_format=bad_format),), error, rule)
+
+
+class EarliestErrorReader:
+    """`earliestFileErrorReader`: list raw prefix `error`, keep `*.pb`, pick the strictly earliest stamp."""
+
+    strategy = EARLIEST
+
+    def __init__(self, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, canonical_name: str = CANONICAL_ERROR_FILE) -> None:
+        pieces = canonical_name.split(".")
+        if len(pieces) != 2:
+            # newEarliestFileErrorReader refuses any other canonical name
+            raise ValueError(f"expected canonical error filename to have a single dot (.), got {len(pieces) - 1}")
+        self.key_prefix, self.extension = pieces[0], "." + pieces[1]
+        self.max_payload_bytes = max_payload_bytes
+
+    def read(self, prefix: OutputPrefix) -> ReadResult:
+        location = prefix.location.rstrip("/")
+        matching: list[tuple[str, int]] = []
+        ignored: list[str] = []
+        # IsError: list every page, HEAD every `.pb` key (size limit enforced here, for all of them).
+        try:
+            for page in prefix.list_pages(self.key_prefix):
+                for entry in page:
+                    if entry.key.endswith(self.extension):
+                        matching.append((entry.key, entry.size))
+                    else:
+                        ignored.append(entry.key)
+        except StorageError as e:
+            return ReadResult(EARLIEST, rule=RULE_ROUND_ERROR, round_error=f"failed to list error files @[{location}]: {e}")
+        candidates: list[Candidate] = []
+        for key, _ in matching:
+            try:
+                size = prefix.head(key)
+            except StorageError as e:
+                problem = f"failed to read error file @[{location}/{key}]: {e}"
+                return self._round_error(candidates, key, 0, problem, matching, ignored)
+            if size is not None and size > self.max_payload_bytes:
+                problem = _too_large(location, key, size, self.max_payload_bytes)
+                return self._round_error(candidates, key, size, problem, matching, ignored)
+            candidates.append(Candidate(key, size or 0))
+        if not candidates:
+            return ReadResult(EARLIEST, ignored=tuple(ignored))
+
+        # ReadError: read and parse each in listing order; any failure is a Go error for the round.
+        parsed: list[Candidate] = []
+        for candidate in candidates:
+            try:
+                document = parse_document(prefix.read(candidate.path))
+            except (StorageError, DecodeError) as e:
+                problem = f"failed to read error file @[{location}/{candidate.path}]: {e}"
+                rest = [Candidate(c.path, c.size) for c in candidates[len(parsed) + 1 :]]
+                failed = Candidate(candidate.path, candidate.size, problem=problem)
+                return ReadResult(EARLIEST, tuple(parsed + [failed] + rest), rule=RULE_ROUND_ERROR, round_error=problem, ignored=tuple(ignored))
+            error = document_to_error(document, candidate.path, location)
+            parsed.append(Candidate(candidate.path, candidate.size, error=error, bad_format=not document.HasField("error")))
+
+        winner_index = 0
+        for index, candidate in enumerate(parsed):
+            if parsed[winner_index].sort_timestamp_ns > candidate.sort_timestamp_ns:  # earliest.After(ts)
+                winner_index = index
+        winner = parsed[winner_index]
+        rule = self._rule(parsed, winner_index)
+        final = tuple(
+            Candidate(c.path, c.size, c.error, c.problem, selected=(i == winner_index), bad_format=c.bad_format)
+            for i, c in enumerate(parsed)
+        )
+        return ReadResult(EARLIEST, final, winner.error, rule, ignored=tuple(ignored))
+
+    def _round_error(self, checked, key, size, problem, matching, ignored) -> ReadResult:
+        done = {c.path for c in checked}
+        rest = [Candidate(k, s) for k, s in matching if k not in done and k != key]
+        return ReadResult(
+            EARLIEST,
+            tuple(list(checked) + [Candidate(key, size, problem=problem)] + rest),
+            rule=RULE_ROUND_ERROR,
+            round_error=problem,
+            ignored=tuple(ignored),
+        )
+
+    @staticmethod
+    def _rule(parsed: list[Candidate], winner_index: int) -> str:
+        winner = parsed[winner_index]
+        if winner.bad_format:
+            return RULE_BAD_FORMAT
+        if len(parsed) == 1:
+            return RULE_ONLY_CANDIDATE
+        if winner.error is not None and winner.error.timestamp_ns is None:
+            return RULE_EPOCH
+        if any(c.sort_timestamp_ns == winner.sort_timestamp_ns for i, c in enumerate(parsed) if i != winner_index):
+            return RULE_TIE
+        return RULE_EARLIEST
+
+
+def reader_for(strategy: str, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES):
+    """The reader propeller builds for an aggregation strategy ("earliest" or "default")."""
+    if strategy == EARLIEST:
+        return EarliestErrorReader(max_payload_bytes)
+    if strategy == DEFAULT:
+        return DefaultErrorReader(max_payload_bytes)
+    raise ValueError(f"unknown error aggregation strategy: {strategy!r} (expected one of {', '.join(STRATEGIES)})")

@@ -1,0 +1,189 @@
+"""One task attempt's output prefix, as propeller sees it: a flat, lexicographically listed key space.
+
+Propeller talks to the blob store through flytestdlib's storage layer: `List` (pages of keys under a
+raw key prefix, in the store's order), `Head` (exists + size) and `ReadRaw`. This module offers the
+same three operations over:
+
+- `FsspecPrefix`: any fsspec URL (a local path, `file://`, `memory://`, `s3://`, `gs://`...). Keys are
+  listed recursively and sorted by their UTF-8 bytes, which is the order S3 and GCS return.
+- `MemoryPrefix`: an in-memory list of `(key, bytes)` for unit tests.
+
+Failures of the store itself raise `StorageError`; callers decide what a failure means (for the error
+readers it is a Go *error*, not a task failure).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Iterator, Optional, Protocol, Sequence
+
+#: S3's ListObjectsV2 and flytestdlib's `List(..., maxItems=1000, ...)` page size.
+LIST_PAGE_SIZE = 1000
+
+
+class StorageError(Exception):
+    """The store could not list or read something (propeller gets a Go error here)."""
+
+
+class ObjectNotFound(StorageError):
+    """A key that was listed or HEADed is gone when read (deleted in between)."""
+
+
+class PrefixNotFound(StorageError):
+    """The output prefix itself does not exist (a local directory that is not there)."""
+
+
+@dataclass(frozen=True)
+class ObjectEntry:
+    """One key in the output prefix, relative to it, with its size in bytes."""
+
+    key: str
+    size: int
+
+
+@dataclass
+class RequestCounter:
+    """How many object-store requests the operations made (what propeller would send)."""
+
+    list_pages: int = 0
+    heads: int = 0
+    gets: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.list_pages + self.heads + self.gets
+
+
+class OutputPrefix(Protocol):
+    """The three operations the error readers need."""
+
+    location: str
+    requests: RequestCounter
+
+    def list_pages(self, key_prefix: str) -> Iterator[Sequence[ObjectEntry]]:
+        """Keys starting with `key_prefix` (a raw prefix, not a directory), sorted, in pages."""
+
+    def head(self, key: str) -> Optional[int]:
+        """The object's size, or None if there is no such object."""
+
+    def read(self, key: str) -> bytes:
+        """The object's bytes; raises ObjectNotFound if it is gone, StorageError if unreadable."""
+
+
+def _utf8_order(key: str) -> bytes:
+    return key.encode("utf-8", "surrogateescape")
+
+
+def _pages(entries: Sequence[ObjectEntry], counter: RequestCounter) -> Iterator[Sequence[ObjectEntry]]:
+    if not entries:
+        counter.list_pages += 1  # an empty listing is still one request
+        yield ()
+        return
+    for start in range(0, len(entries), LIST_PAGE_SIZE):
+        counter.list_pages += 1
+        yield entries[start : start + LIST_PAGE_SIZE]
+
+
+class MemoryPrefix:
+    """An output prefix held in memory: `[(key, bytes), ...]`, keys relative to the prefix."""
+
+    def __init__(self, objects: Sequence[tuple[str, bytes]], location: str = "memory-prefix") -> None:
+        self._objects = {key: bytes(data) for key, data in objects}
+        self.location = location
+        self.requests = RequestCounter()
+
+    def list_pages(self, key_prefix: str) -> Iterator[Sequence[ObjectEntry]]:
+        keys = sorted((k for k in self._objects if k.startswith(key_prefix)), key=_utf8_order)
+        return _pages([ObjectEntry(k, len(self._objects[k])) for k in keys], self.requests)
+
+    def head(self, key: str) -> Optional[int]:
+        self.requests.heads += 1
+        data = self._objects.get(key)
+        return None if data is None else len(data)
+
+    def read(self, key: str) -> bytes:
+        self.requests.gets += 1
+        try:
+            return self._objects[key]
+        except KeyError:
+            raise ObjectNotFound(f"{self.location}/{key}: no such object") from None
+
+
+class FsspecPrefix:
+    """An output prefix behind an fsspec URL: local paths, `file://`, `memory://`, `s3://`, `gs://`..."""
+
+    def __init__(self, url: str, storage_options: Optional[dict] = None) -> None:
+        try:
+            import fsspec
+            from fsspec.core import url_to_fs
+        except ImportError as e:  # pragma: no cover - fsspec is a core dependency
+            raise StorageError(f"fsspec is not installed: {e}") from None
+        try:
+            self.fs, root = url_to_fs(url, **(storage_options or {}))
+        except (ImportError, ValueError) as e:
+            protocol = url.split("://", 1)[0] if "://" in url else "file"
+            raise StorageError(
+                f"{url}: no filesystem for {protocol!r} ({e}); install its fsspec package, e.g. s3fs or gcsfs"
+            ) from None
+        del fsspec
+        self.root = root.rstrip("/")
+        self.location = url
+        self.requests = RequestCounter()
+        if self._is_local() and not self.fs.isdir(self.root):
+            raise PrefixNotFound(f"{url}: no such directory")
+
+    def _is_local(self) -> bool:
+        protocol = self.fs.protocol
+        protocols = protocol if isinstance(protocol, (tuple, list)) else (protocol,)
+        return "file" in protocols or "local" in protocols
+
+    def _full(self, key: str) -> str:
+        return f"{self.root}/{key}" if self.root else key
+
+    def list_pages(self, key_prefix: str) -> Iterator[Sequence[ObjectEntry]]:
+        # A raw key prefix may match across "directories" (`error` matches `errors/x.pb`), so list
+        # everything below the deepest directory the prefix names, then filter by the raw prefix.
+        directory = posixpath.dirname(key_prefix)
+        base = self._full(directory) if directory else self.root
+        try:
+            found = self.fs.find(base, withdirs=False, detail=True)
+        except FileNotFoundError:
+            found = {}
+        except (OSError, ValueError) as e:
+            raise StorageError(f"failed to list {self.location}: {e}") from None
+        entries = []
+        for path, info in found.items():
+            if info.get("type") == "directory":
+                continue
+            relative = path[len(self.root) + 1 :] if self.root else path
+            if relative.startswith(key_prefix):
+                entries.append(ObjectEntry(relative, int(info.get("size") or 0)))
+        entries.sort(key=lambda e: _utf8_order(e.key))
+        return _pages(entries, self.requests)
+
+    def head(self, key: str) -> Optional[int]:
+        self.requests.heads += 1
+        try:
+            info = self.fs.info(self._full(key))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            raise StorageError(f"failed to stat {self.location}/{key}: {e}") from None
+        if info.get("type") == "directory":
+            return None
+        return int(info.get("size") or 0)
+
+    def read(self, key: str) -> bytes:
+        self.requests.gets += 1
+        try:
+            return self.fs.cat_file(self._full(key))
+        except FileNotFoundError:
+            raise ObjectNotFound(f"{self.location}/{key}: no such object") from None
+        except (OSError, ValueError) as e:
+            raise StorageError(f"failed to read {self.location}/{key}: {e}") from None
+
+
+def open_prefix(location: str, storage_options: Optional[dict] = None) -> FsspecPrefix:
+    """An `OutputPrefix` for a path or URL."""
+    return FsspecPrefix(location, storage_options)

@@ -1,0 +1,191 @@
+"""One "pod" on this machine: the real `pyflyte-execute` entrypoint running an elastic task.
+
+A pod gets what Flyte's backend plugin gives a PyTorchJob worker replica: `_F_WN` (the pod name,
+always), `_F_DES=Earliest` only when `enable-distributed-error-aggregation` is on, and, for jobs with
+more than one node, `PET_NNODES` and `PET_RDZV_ENDPOINT`. Its output prefix is a local directory
+standing for the blob store.
+
+Every pod runs in its own session (process group), so the agent *and* its workers can be reaped
+together: `LocalPod` is a context manager whose exit SIGKILLs whatever is left, even when the
+caller failed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Optional
+
+from flyteidl.core import literals_pb2
+
+
+def pyflyte_execute_path() -> str:
+    """The `pyflyte-execute` installed next to this interpreter (the real flytekit entrypoint)."""
+    candidate = Path(sys.executable).parent / "pyflyte-execute"
+    if candidate.exists():
+        return str(candidate)
+    raise FileNotFoundError(
+        f"pyflyte-execute not found next to {sys.executable}; install the plugin extra: pip install 'flyte-aggsim[plugin]'"
+    )
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    """What a pod runs and the environment the Flyte backend plugin would give it."""
+
+    name: str
+    task_name: str
+    output_prefix: Path
+    task_module: str = "plugin.workloads"
+    error_aggregation: bool = True
+    nnodes: int = 1
+    rendezvous_endpoint: Optional[str] = None
+    execution_id: str = "aggsim-local"
+    checkpoint_path: Optional[Path] = None
+    prev_checkpoint: Optional[Path] = None
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        for inherited in ("_F_DES", "FLYTE_INTERNAL_DIST_ERROR_STRATEGY", "_F_WN", "FLYTE_INTERNAL_WORKER_NAME"):
+            env.pop(inherited, None)
+        env.update(
+            {
+                "_F_WN": self.name,
+                "FLYTE_INTERNAL_EXECUTION_ID": self.execution_id,
+                "FLYTE_INTERNAL_EXECUTION_PROJECT": "aggsim",
+                "FLYTE_INTERNAL_EXECUTION_DOMAIN": "local",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        if self.error_aggregation:
+            env["_F_DES"] = "Earliest"
+        if self.nnodes > 1:
+            env["PET_NNODES"] = str(self.nnodes)
+            if self.rendezvous_endpoint:
+                env["PET_RDZV_ENDPOINT"] = self.rendezvous_endpoint
+        env.update(self.extra_env)
+        return env
+
+    def command(self, inputs_path: Path) -> list[str]:
+        cmd = [
+            pyflyte_execute_path(),
+            "--inputs",
+            str(inputs_path),
+            "--output-prefix",
+            str(self.output_prefix),
+            "--raw-output-data-prefix",
+            str(self.output_prefix / "raw"),
+        ]
+        if self.checkpoint_path is not None:
+            cmd += ["--checkpoint-path", str(self.checkpoint_path)]
+        if self.prev_checkpoint is not None:
+            cmd += ["--prev-checkpoint", str(self.prev_checkpoint)]
+        cmd += [
+            "--resolver",
+            "flytekit.core.python_auto_container.default_task_resolver",
+            "--",
+            "task-module",
+            self.task_module,
+            "task-name",
+            self.task_name,
+        ]
+        return cmd
+
+
+class LocalPod:
+    """A running pod. Use as a context manager: leaving it kills the pod's whole process group."""
+
+    def __init__(self, spec: PodSpec, work_dir: Path) -> None:
+        self.spec = spec
+        self.work_dir = Path(work_dir)
+        self.log_path = self.work_dir / f"{spec.name}.log"
+        self.process: Optional[subprocess.Popen] = None
+        self.started_at: Optional[float] = None
+        self.exited_at: Optional[float] = None
+
+    def __enter__(self) -> "LocalPod":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.reap()
+
+    def start(self) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.spec.output_prefix.mkdir(parents=True, exist_ok=True)
+        inputs = self.work_dir / f"{self.spec.name}.inputs.pb"
+        inputs.write_bytes(literals_pb2.LiteralMap().SerializeToString())
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                self.spec.command(inputs),
+                env=self.spec.environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.started_at = time.time()
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None, "pod not started"
+        return self.process.pid
+
+    def send_signal(self, sig: int) -> float:
+        """Signal the agent only (as the kubelet signals a container's PID 1); returns when it was sent."""
+        sent_at = time.time()
+        os.kill(self.pid, sig)
+        return sent_at
+
+    def wait(self, timeout: float) -> int:
+        """Wait for the agent to exit; raises `subprocess.TimeoutExpired` (the pod is left running)."""
+        assert self.process is not None, "pod not started"
+        code = self.process.wait(timeout=timeout)
+        if self.exited_at is None:
+            self.exited_at = time.time()
+        return code
+
+    @property
+    def returncode(self) -> Optional[int]:
+        return None if self.process is None else self.process.poll()
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def reap(self) -> None:
+        """SIGKILL the pod's process group (agent and workers) and wait for the agent."""
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        # Orphaned workers are reparented to init; give it a moment to collect them.
+        deadline = time.monotonic() + 10
+        while self.group_alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def group_alive(self) -> bool:
+        """Whether any process of the pod's group (agent or workers) still exists."""
+        if self.process is None:
+            return False
+        try:
+            os.killpg(self.process.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True

@@ -1,0 +1,148 @@
+"""Small, real elastic training tasks used by the demo, the tests and the local job runner.
+
+Each task runs real torch elastic workers joined by a gloo process group. What the workers do is
+steered by environment variables (a pod's environment reaches every worker), so one task module
+serves every scenario:
+
+- ``AGGSIM_EVENTS_DIR``: directory where workers record what they did and when (``<event>.<rank>``
+  files holding ``time.time()``), so tests can compare error stamps with the real moments.
+- ``AGGSIM_SIGNAL_AGENT``: a signal name (e.g. ``SIGTERM``); after the first barrier, global rank 0
+  sends it to its own elastic agent (its parent process), like a kubelet preempting the pod.
+- ``AGGSIM_RAISE_ON_RANK``: after the first barrier, this global rank raises ``ValueError``.
+- ``AGGSIM_WORKER_SHUTDOWN_SECONDS``: workers take this long to exit when terminated (a slow
+  checkpoint flush), which is what makes a stamp taken after shutdown late.
+- ``AGGSIM_TRAIN_SECONDS``: how long to keep training (an ``all_reduce`` per step) before returning;
+  default 60 s, i.e. "until something stops us".
+
+Tasks are named ``<variant>_<start method>_<nnodes>x<nproc>``, variant ``upstream`` (flytekit's
+plugin as released) or ``recoverable`` (this project's).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from flytekit import task
+from flytekitplugins.kfpytorch import Elastic as UpstreamElastic
+
+from plugin import Elastic as RecoverableElastic
+
+#: flytekit's Elastic default is 5 s; a shorter interval keeps the tests quick without changing
+#: what happens (signals interrupt the agent's monitor sleep either way).
+MONITOR_INTERVAL_SECONDS = 0.5
+
+
+def record_event(name: str, rank: int) -> None:
+    events_dir = os.environ.get("AGGSIM_EVENTS_DIR")
+    if events_dir:
+        path = os.path.join(events_dir, f"{name}.{rank}")
+        with open(path + ".tmp", "w") as f:
+            f.write(repr(time.time()))
+        os.replace(path + ".tmp", path)
+
+
+def _slow_exit_on_terminate(seconds: float) -> None:
+    def handler(signum, frame):
+        time.sleep(seconds)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def train() -> None:
+    """A few SGD-free steps of a real collective: enough for a peer's death to break the survivors."""
+    import torch
+    import torch.distributed as dist
+
+    shutdown_seconds = float(os.environ.get("AGGSIM_WORKER_SHUTDOWN_SECONDS", "0") or 0)
+    if shutdown_seconds > 0:
+        _slow_exit_on_terminate(shutdown_seconds)
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    dist.barrier()
+    record_event("barrier", rank)
+
+    raise_on = os.environ.get("AGGSIM_RAISE_ON_RANK")
+    if raise_on is not None and int(raise_on) == rank:
+        record_event("raise", rank)
+        # no process-group teardown on the way out: the peers must see this worker die, as in real life
+        raise ValueError(f"worker with global rank {rank} failed on purpose")
+
+    signal_name = os.environ.get("AGGSIM_SIGNAL_AGENT")
+    if signal_name and rank == 0:
+        record_event("signal", rank)
+        os.kill(os.getppid(), getattr(signal, signal_name))
+
+    deadline = time.time() + float(os.environ.get("AGGSIM_TRAIN_SECONDS", "60"))
+    value = torch.ones(1)
+    while time.time() < deadline:
+        dist.all_reduce(value)
+        time.sleep(0.01)
+    record_event("done", rank)
+    dist.destroy_process_group()
+
+
+def _config(elastic_class, start_method: str, nnodes: int, nproc_per_node: int):
+    return elastic_class(
+        nnodes=nnodes,
+        nproc_per_node=nproc_per_node,
+        start_method=start_method,
+        monitor_interval=MONITOR_INTERVAL_SECONDS,
+        max_restarts=0,
+    )
+
+
+# flytekit loads a task by module attribute and refuses generated (nested) task functions, so each
+# variant is spelled out: <variant>_<start method>_<nnodes>x<nproc per node>.
+@task(task_config=_config(UpstreamElastic, "spawn", 1, 2))
+def upstream_spawn_1x2() -> None:
+    train()
+
+
+@task(task_config=_config(UpstreamElastic, "fork", 1, 2))
+def upstream_fork_1x2() -> None:
+    train()
+
+
+@task(task_config=_config(UpstreamElastic, "spawn", 2, 1))
+def upstream_spawn_2x1() -> None:
+    train()
+
+
+@task(task_config=_config(UpstreamElastic, "fork", 2, 1))
+def upstream_fork_2x1() -> None:
+    train()
+
+
+@task(task_config=_config(RecoverableElastic, "spawn", 1, 2))
+def recoverable_spawn_1x2() -> None:
+    train()
+
+
+@task(task_config=_config(RecoverableElastic, "fork", 1, 2))
+def recoverable_fork_1x2() -> None:
+    train()
+
+
+@task(task_config=_config(RecoverableElastic, "spawn", 2, 1))
+def recoverable_spawn_2x1() -> None:
+    train()
+
+
+@task(task_config=_config(RecoverableElastic, "fork", 2, 1))
+def recoverable_fork_2x1() -> None:
+    train()
+
+
+VARIANTS = ("upstream", "recoverable")
+
+
+def task_name(variant: str, start_method: str = "spawn", nnodes: int = 1, nproc_per_node: int = 2) -> str:
+    """The name of the workload task for a plugin variant and shape (raises ValueError if none)."""
+    name = f"{variant}_{start_method}_{nnodes}x{nproc_per_node}"
+    if not hasattr(globals().get(name), "task_config"):
+        raise ValueError(f"no workload task {name!r} in {__name__}")
+    return name

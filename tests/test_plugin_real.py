@@ -1,0 +1,231 @@
+"""The plugin end to end: real `pyflyte-execute` pods, real torch elastic agents and gloo workers.
+
+Mirrors flytekit 1.16.31 `flytekit/bin/entrypoint.py` (`_dispatch_execute`, `_build_error_file_name`,
+`_get_worker_name`), flytekitplugins-kfpytorch 1.16.31 `task.py` (`PytorchElasticFunctionTask._execute`)
+and torch 2.13.0 `torch/distributed/elastic` (`PContext.start`, `SimpleElasticAgent.run`).
+Every pod runs in its own process group and is SIGKILLed on the way out, pass or fail.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.plugin, pytest.mark.real, pytest.mark.timeout(180)]
+
+POD_TIMEOUT = 90  # seconds: a pod that has not exited by then is a failure, and is killed
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def error_documents(prefix: Path):
+    from flyteidl.core import errors_pb2
+
+    found = []
+    for path in sorted(prefix.glob("error*.pb")):
+        doc = errors_pb2.ErrorDocument()
+        doc.ParseFromString(path.read_bytes())
+        found.append((path.name, doc))
+    return found
+
+
+def uploaded_files(prefix: Path) -> list[str]:
+    return sorted(str(p.relative_to(prefix)) for p in prefix.rglob("*") if p.is_file())
+
+
+def stamp(doc) -> float:
+    return doc.error.timestamp.seconds + doc.error.timestamp.nanos / 1e9
+
+
+def event_time(events: Path, name: str) -> float:
+    return float((events / name).read_text())
+
+
+def assert_reaped(pod) -> None:
+    """No process of the pod's group is left (the agent's workers included)."""
+    assert not pod.group_alive()
+
+
+def run_pod(tmp_path: Path, task_name: str, error_aggregation: bool = True, **env) -> tuple[int, Path, Path, str]:
+    """One pod whose rank 0 signals its own agent after a gloo barrier; returns (exit code, prefix, events, log)."""
+    from plugin.local_pod import LocalPod, PodSpec
+
+    events = tmp_path / "events"
+    events.mkdir()
+    prefix = tmp_path / "outputs"
+    spec = PodSpec(
+        name="train-worker-0",
+        task_name=task_name,
+        output_prefix=prefix,
+        error_aggregation=error_aggregation,
+        extra_env={"AGGSIM_EVENTS_DIR": str(events), **env},
+    )
+    with LocalPod(spec, tmp_path / "work") as pod:
+        code = pod.wait(timeout=POD_TIMEOUT)
+    assert_reaped(pod)
+    return code, prefix, events, pod.log()
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "fork"])
+@pytest.mark.parametrize("error_aggregation", [True, False], ids=["_F_DES=Earliest", "no-_F_DES"])
+def test_sigterm_to_agent_leaves_one_recoverable_error_document(tmp_path, start_method, error_aggregation):
+    """SIGTERM to the agent -> exit 0 and exactly one USER/RECOVERABLE ErrorDocument naming SIGTERM."""
+    from flyteidl.core import errors_pb2, execution_pb2
+
+    code, prefix, events, log = run_pod(
+        tmp_path, f"recoverable_{start_method}_1x2", error_aggregation, AGGSIM_SIGNAL_AGENT="SIGTERM"
+    )
+    assert code == 0, log[-3000:]
+    docs = error_documents(prefix)
+    assert len(docs) == 1, uploaded_files(prefix)
+    name, doc = docs[0]
+    if error_aggregation:
+        assert re.fullmatch(r"error-[0-9a-f]{32}\.pb", name)
+        assert doc.error.worker == "train-worker-0"  # _F_WN
+    else:
+        assert name == "error.pb"
+        assert doc.error.worker == ""  # flytekit sets worker only with _F_DES
+    assert doc.error.kind == errors_pb2.ContainerError.RECOVERABLE
+    assert doc.error.origin == execution_pb2.ExecutionError.USER
+    assert "SIGTERM" in doc.error.message
+    sent = event_time(events, "signal.0")
+    assert sent <= stamp(doc) < sent + 0.5
+    assert "outputs.pb" not in uploaded_files(prefix)
+
+
+def test_upstream_task_leaves_nothing(tmp_path):
+    """The incident: upstream turns SignalException into IgnoreOutputs -> exit 0, empty output prefix."""
+    code, prefix, events, log = run_pod(tmp_path, "upstream_spawn_1x2", AGGSIM_SIGNAL_AGENT="SIGTERM")
+    assert (events / "signal.0").exists(), "the workload never signalled its agent"
+    assert code == 0, log[-3000:]
+    assert uploaded_files(prefix) == []
+
+
+def test_stamp_is_signal_arrival_even_when_workers_take_3s_to_exit(tmp_path):
+    """`SimpleElasticAgent.run` shuts workers down before re-raising: a stamp taken there is seconds late."""
+    code, prefix, events, log = run_pod(
+        tmp_path, "recoverable_spawn_1x2", AGGSIM_SIGNAL_AGENT="SIGTERM", AGGSIM_WORKER_SHUTDOWN_SECONDS="3"
+    )
+    assert code == 0, log[-3000:]
+    [(name, doc)] = error_documents(prefix)
+    sent = event_time(events, "signal.0")
+    written = (prefix / name).stat().st_mtime
+    assert written - sent > 2.5, "the workers did not delay the shutdown: this test proves nothing"
+    assert abs(stamp(doc) - sent) < 0.5
+
+
+def test_worker_value_error_stays_non_recoverable_with_the_workers_stamp(tmp_path):
+    """Unchanged: ChildFailedError with a non-recoverable first failure -> NON_RECOVERABLE, its timestamp."""
+    from flyteidl.core import errors_pb2, execution_pb2
+
+    code, prefix, events, log = run_pod(tmp_path, "recoverable_spawn_1x2", AGGSIM_RAISE_ON_RANK="1")
+    assert code == 0, log[-3000:]
+    [(name, doc)] = error_documents(prefix)
+    assert doc.error.kind == errors_pb2.ContainerError.NON_RECOVERABLE
+    assert doc.error.origin == execution_pb2.ExecutionError.USER
+    assert "ValueError" in doc.error.message
+    raised = event_time(events, "raise.1")
+    # torch alone would say int(raised); the plugin's refinement keeps the sub-second part
+    assert raised <= stamp(doc) < raised + 0.5
+
+
+@pytest.mark.parametrize("variant", ["upstream", "recoverable"])
+def test_signal_during_first_rendezvous(tmp_path, variant):
+    """Before `PContext.start` torch has no handler: upstream dies by SIGTERM; ours writes a recoverable error."""
+    from flyteidl.core import errors_pb2
+
+    from plugin.local_pod import LocalPod, PodSpec
+
+    port = free_port()
+    prefix = tmp_path / "outputs"
+    # nnodes=2 and only one pod: the agent hosts the rendezvous store and waits there for its peer
+    spec = PodSpec(
+        name="train-worker-0",
+        task_name=f"{variant}_spawn_2x1",
+        output_prefix=prefix,
+        nnodes=2,
+        rendezvous_endpoint=f"localhost:{port}",
+    )
+    with LocalPod(spec, tmp_path / "work") as pod:
+        deadline = time.monotonic() + 60
+        while True:  # the store is listening once the agent is in the rendezvous
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert pod.returncode is None, pod.log()[-3000:]
+                assert time.monotonic() < deadline, "the agent never reached the rendezvous"
+                time.sleep(0.05)
+        time.sleep(0.5)
+        sent = pod.send_signal(signal.SIGTERM)
+        code = pod.wait(timeout=30)  # well inside Kubernetes' default 30 s grace period
+        exited = time.time()
+    assert_reaped(pod)
+    if variant == "upstream":
+        assert code == -signal.SIGTERM  # a container runtime reports 143
+        assert uploaded_files(prefix) == []
+        return
+    assert code == 0, pod.log()[-3000:]
+    assert exited - sent < 30
+    [(name, doc)] = error_documents(prefix)
+    assert doc.error.kind == errors_pb2.ContainerError.RECOVERABLE
+    assert "SIGTERM" in doc.error.message
+    assert sent <= stamp(doc) < sent + 0.5
+
+
+def test_survivor_failing_from_peer_death_sorts_after_the_signal(tmp_path):
+    """Two pods (c10d + gloo); SIGTERM pod b: pod a's consequential failure must stamp *after* b's signal.
+
+    torch stamps pod a's worker failure `int(time.time())` (`errors/error_handler.py`), up to 1 s before
+    the signal that caused it; the plugin's sub-second refinement keeps the order causal, so the
+    earliest-error reader (flyteplugins `remote_file_output_reader.go`) picks pod b's recoverable error.
+    """
+    from flyteidl.core import errors_pb2
+
+    from plugin.local_pod import LocalPod, PodSpec
+
+    port = free_port()
+    events = tmp_path / "events"
+    events.mkdir()
+    prefix = tmp_path / "outputs"
+    specs = [
+        PodSpec(
+            name=name,
+            task_name="recoverable_spawn_2x1",
+            output_prefix=prefix,
+            nnodes=2,
+            rendezvous_endpoint=f"localhost:{port}",
+            extra_env={"AGGSIM_EVENTS_DIR": str(events)},
+        )
+        for name in ("train-worker-0", "train-worker-1")
+    ]
+    with ExitStack() as stack:
+        pods = [stack.enter_context(LocalPod(spec, tmp_path / "work")) for spec in specs]
+        deadline = time.monotonic() + 90
+        while not all((events / f"barrier.{rank}").exists() for rank in (0, 1)):
+            assert all(p.returncode is None for p in pods), [p.log()[-2000:] for p in pods]
+            assert time.monotonic() < deadline, "the two pods never trained together"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        sent = pods[1].send_signal(signal.SIGTERM)
+        codes = [pod.wait(timeout=POD_TIMEOUT) for pod in pods]
+    for pod in pods:
+        assert_reaped(pod)
+    assert codes == [0, 0], [p.log()[-2000:] for p in pods]
+    by_worker = {doc.error.worker: doc for _, doc in error_documents(prefix)}
+    signalled, survivor = by_worker["train-worker-1"], by_worker["train-worker-0"]
+    assert signalled.error.kind == errors_pb2.ContainerError.RECOVERABLE
+    assert survivor.error.kind == errors_pb2.ContainerError.NON_RECOVERABLE
+    assert sent <= stamp(signalled) < stamp(survivor) < sent + 1.0
+    assert stamp(survivor) != int(stamp(survivor)), "the survivor kept torch's whole-second stamp"

@@ -1,0 +1,261 @@
+"""The plugin's translation rules, in-process and deterministic (torch's launcher replaced, nothing else).
+
+Mirrors flytekitplugins-kfpytorch 1.16.31 `task.py`, `PytorchElasticFunctionTask._execute`, and torch
+2.13.0 `torch/distributed/elastic/agent/server/api.py`, `SimpleElasticAgent.run` (catch the signal, shut
+the workers down, re-raise).
+"""
+
+import os
+import signal
+import time
+
+import pytest
+
+pytestmark = pytest.mark.plugin
+
+torch_launcher = pytest.importorskip("torch.distributed.launcher.api")
+
+
+@pytest.fixture
+def launcher(monkeypatch):
+    """Replace torch's `elastic_launch` with a scripted one; upstream imports it at call time."""
+
+    def install(run):
+        def fake_elastic_launch(config, entrypoint):
+            return run
+
+        monkeypatch.setattr(torch_launcher, "elastic_launch", fake_elastic_launch)
+
+    return install
+
+
+def _agent_that_is_signalled(sig, shutdown_seconds):
+    """Like `SimpleElasticAgent.run`: the signal arrives, workers take `shutdown_seconds` to stop, re-raise."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    sent = {}
+
+    def run(*args):
+        try:
+            sent["at"] = time.time()
+            os.kill(os.getpid(), sig)
+            time.sleep(10)  # the handler interrupts this
+        except SignalException:
+            time.sleep(shutdown_seconds)
+            raise
+        raise AssertionError("the signal did not interrupt the agent")
+
+    return run, sent
+
+
+def test_signal_exception_becomes_recoverable_with_cause_message_and_arrival_stamp(launcher):
+    """`_execute`: SignalException -> FlyteRecoverableException (upstream: IgnoreOutputs), stamped at arrival."""
+    from flytekit.exceptions.user import FlyteRecoverableException
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    from plugin import workloads
+
+    run, sent = _agent_that_is_signalled(signal.SIGTERM, shutdown_seconds=1.0)
+    launcher(run)
+    with pytest.raises(FlyteRecoverableException) as raised:
+        workloads.recoverable_spawn_1x2.execute()
+    caught_at = time.time()
+    error = raised.value
+    assert isinstance(error.__cause__, SignalException)
+    assert error.__cause__.sigval == signal.SIGTERM
+    assert "SIGTERM" in str(error)
+    assert "worker group was terminated before it finished" in str(error)
+    # stamped when the signal arrived, not a second later when the exception reached _execute
+    assert sent["at"] <= error.timestamp < sent["at"] + 0.3
+    assert caught_at - error.timestamp > 0.9
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT])
+def test_every_signal_torch_handles_is_named(launcher, sig):
+    """torch's default TORCHELASTIC_SIGNALS_TO_HANDLE (`multiprocessing/api.py`, `PContext.start`)."""
+    from flytekit.exceptions.user import FlyteRecoverableException
+
+    from plugin import workloads
+
+    run, _ = _agent_that_is_signalled(sig, shutdown_seconds=0.0)
+    launcher(run)
+    with pytest.raises(FlyteRecoverableException, match=sig.name):
+        workloads.recoverable_fork_1x2.execute()
+
+
+def test_upstream_task_still_ignores_outputs(launcher):
+    """The baseline this project changes: upstream `_execute` raises IgnoreOutputs on SignalException."""
+    from flytekit.core.base_task import IgnoreOutputs
+
+    from plugin import workloads
+
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    def run(*args):
+        # no real signal: the upstream task installs no handler, so SIGTERM would kill the test run
+        raise SignalException("got signal: 15", sigval=signal.SIGTERM)
+
+    launcher(run)
+    with pytest.raises(IgnoreOutputs):
+        workloads.upstream_spawn_1x2.execute()
+
+
+def test_success_elsewhere_still_ignores_outputs(launcher):
+    """Unchanged: a worker group without global rank 0 raises IgnoreOutputs on success (`_execute`)."""
+    from flytekit.core.base_task import IgnoreOutputs
+
+    from plugin import workloads
+
+    launcher(lambda *args: {1: None})  # only rank 1 lives in this pod's worker group
+    with pytest.raises(IgnoreOutputs) as raised:
+        workloads.recoverable_spawn_1x2.execute()
+    assert raised.value.__cause__ is None
+
+
+def test_signal_handlers_are_restored_after_execute(launcher):
+    """The rendezvous-window handlers are ours only while `_execute` runs."""
+    from plugin import workloads
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
+    launcher(lambda *args: {0: None})
+    try:
+        workloads.recoverable_spawn_1x2.execute()
+    except Exception:
+        pass
+    assert {s: signal.getsignal(s) for s in before} == before
+    assert signal.set_wakeup_fd(-1) == -1  # and no wakeup fd was left behind
+
+
+def test_the_one_import_switch_and_the_opt_in():
+    """flytekit `TaskPlugins.find_pythontask_plugin`: which task class a config type resolves to."""
+    from flytekit import task
+    from flytekitplugins.kfpytorch import Elastic as UpstreamElastic
+    from flytekitplugins.kfpytorch.task import PytorchElasticFunctionTask
+
+    import plugin
+
+    @task(task_config=plugin.Elastic(nnodes=1))
+    def changed_import() -> None: ...
+
+    @task(task_config=UpstreamElastic(nnodes=1))
+    def untouched() -> None: ...
+
+    plugin.use_recoverable_for_upstream_elastic()
+    try:
+
+        @task(task_config=UpstreamElastic(nnodes=1))
+        def opted_in() -> None: ...
+
+    finally:
+        plugin.restore_upstream_elastic()
+
+    assert type(changed_import) is plugin.RecoverableElasticTask
+    assert type(untouched) is PytorchElasticFunctionTask
+    assert type(opted_in) is plugin.RecoverableElasticTask
+
+
+def _torch_recorded_failure(tmp_path, monkeypatch, message="boom", rank=0, exc_type=ValueError):
+    """A real torch ProcessFailure, read back from the error file torch's `@record` handler writes."""
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+    from torch.distributed.elastic.multiprocessing.errors.error_handler import ErrorHandler
+
+    rank_dir = tmp_path / str(rank)  # torch gives every local rank its own error-file directory
+    rank_dir.mkdir()
+    error_file = rank_dir / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(error_file))
+    try:
+        raise exc_type(message)
+    except exc_type as e:
+        ErrorHandler().record_exception(e)
+    return error_file, ProcessFailure(local_rank=rank, pid=1234 + rank, exitcode=1, error_file=str(error_file))
+
+
+def _set_mtime(path, seconds):
+    os.utime(path, ns=(int(seconds * 1e9), int(seconds * 1e9)))
+
+
+def _same_second_failures(tmp_path, monkeypatch, true_first_recoverable):
+    """Rank 1 fails first (x.30); rank 0 fails from it (x.60); torch stamps both x and picks rank 0."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    collateral_file, collateral = _torch_recorded_failure(tmp_path, monkeypatch, "Connection reset by peer", 0, RuntimeError)
+    first_file, first = _torch_recorded_failure(tmp_path, monkeypatch, "the real problem", 1)
+    whole = min(collateral.timestamp, first.timestamp)
+    collateral.timestamp = first.timestamp = whole
+    _set_mtime(first_file, whole + 0.30)
+    _set_mtime(collateral_file, whole + 0.60)
+    if true_first_recoverable:  # what flytekit's worker wrapper leaves for a FlyteRecoverableException
+        (first_file.parent / "recoverable_error").write_text("")
+    error = ChildFailedError("train", {0: collateral, 1: first})
+    assert error.get_first_failure()[0] == 0, "torch breaks the whole-second tie by rank"
+    return error, whole
+
+
+def test_true_first_failure_is_picked_with_sub_second_stamps(tmp_path, monkeypatch):
+    """torch `errors/__init__.py` `ChildFailedError.get_first_failure` ties on whole seconds; we do not."""
+    from plugin.task import first_failure_by_refined_stamps
+
+    error, whole = _same_second_failures(tmp_path, monkeypatch, true_first_recoverable=False)
+    failure, stamp = first_failure_by_refined_stamps(error)
+    assert failure.local_rank == 1
+    assert stamp == pytest.approx(whole + 0.30, abs=1e-6)
+
+
+def test_recoverable_true_first_failure_makes_the_pod_error_recoverable(tmp_path, monkeypatch, launcher):
+    """Upstream's rule, "recoverable iff the first failure is" (`_execute`), applied to the true first failure."""
+    from flytekit.exceptions.user import FlyteRecoverableException
+
+    from plugin import workloads
+
+    error, whole = _same_second_failures(tmp_path, monkeypatch, true_first_recoverable=True)
+
+    def run(*args):
+        raise error
+
+    launcher(run)
+    with pytest.raises(FlyteRecoverableException) as raised:
+        workloads.recoverable_spawn_1x2.execute()
+    assert raised.value.timestamp == pytest.approx(whole + 0.30, abs=1e-6)
+    assert raised.value.__cause__ is error
+
+
+def test_first_failure_stamp_is_refined_by_error_file_mtime_when_it_agrees(tmp_path, monkeypatch):
+    """torch `errors/error_handler.py` `ErrorHandler.record_exception` stamps `int(time.time())`: refine it."""
+    from plugin.task import refine_first_failure_timestamp
+
+    error_file, failure = _torch_recorded_failure(tmp_path, monkeypatch)
+    whole_second = failure.timestamp
+    assert whole_second == int(whole_second)
+    exact = whole_second + 0.73
+    _set_mtime(error_file, exact)
+    assert refine_first_failure_timestamp(failure) == pytest.approx(exact, abs=1e-6)
+
+
+def test_first_failure_stamp_is_kept_when_the_mtime_disagrees(tmp_path, monkeypatch):
+    """A file touched in another second (rewritten, copied) says nothing about the failure: keep torch's."""
+    from plugin.task import refine_first_failure_timestamp
+
+    error_file, failure = _torch_recorded_failure(tmp_path, monkeypatch)
+    _set_mtime(error_file, failure.timestamp + 1.5)
+    assert refine_first_failure_timestamp(failure) == failure.timestamp
+    error_file.unlink()
+    assert refine_first_failure_timestamp(failure) == failure.timestamp
+
+
+def test_signal_clock_sees_arrival_while_main_thread_is_busy():
+    """`signal.set_wakeup_fd` is written by CPython's C trampoline, before any Python handler runs."""
+    from plugin.signal_clock import SignalClock
+
+    previous = signal.signal(signal.SIGUSR1, lambda *a: None)
+    try:
+        with SignalClock() as clock:
+            sent = time.time()
+            os.kill(os.getpid(), signal.SIGUSR1)
+            busy_until = time.time() + 0.3
+            while time.time() < busy_until:  # the Python handler cannot run mid-bytecode; the clock does not care
+                pass
+            arrival = clock.first_arrival(signal.SIGUSR1)
+            assert clock.first_arrival(signal.SIGUSR2) is None
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert arrival is not None and sent <= arrival < sent + 0.1
