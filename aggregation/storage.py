@@ -154,8 +154,8 @@ class FsspecPrefix:
             raise StorageError(f"failed to list {self.location}: {e}") from None
         entries = []
         for path, info in found.items():
-            if info.get("type") == "directory":
-                continue
+            if info.get("type") != "file":
+                continue  # directories, FIFOs, sockets: no object store holds them (and a FIFO would block)
             relative = path[len(self.root) + 1 :] if self.root else path
             if relative.startswith(key_prefix):
                 entries.append(ObjectEntry(relative, int(info.get("size") or 0)))
@@ -170,7 +170,7 @@ class FsspecPrefix:
             return None
         except (OSError, ValueError) as e:
             raise StorageError(f"failed to stat {self.location}/{key}: {e}") from None
-        if info.get("type") == "directory":
+        if info.get("type") != "file":
             return None
         return int(info.get("size") or 0)
 
