@@ -81,6 +81,8 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
         console.print(table)
     else:
         console.print(f"{explanation.location}: no error files ({read.strategy} strategy)")
+    if read.ignored:
+        console.print(f"not read (the earliest reader keeps only keys ending in .pb): {', '.join(read.ignored)}")
     if read.round_error:
         console.print(f"[bold red]round error[/bold red]: {read.round_error}")
     else:
@@ -89,6 +91,57 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
     decision = explanation.decision
     detail = f" {decision.code} ({decision.kind})" if decision.code else ""
     console.print(f"node: [bold]{decision.decision.value}[/bold]{detail}")
+
+
+@main.command()
+@click.argument("targets", nargs=-1, required=True, metavar="FILE_OR_PREFIX...")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+def validate(targets, as_json) -> None:
+    """Lint error files (or every error* key of a prefix) against what correct aggregation needs.
+
+    Exit 0 when every file passes, 1 when any fails, 2 when a path cannot be opened.
+    """
+    reports = []
+    for target in targets:
+        try:
+            reports.extend(_validate_target(target))
+        except StorageError as e:
+            _fail(str(e))
+    if as_json:
+        click.echo(json.dumps({"files": [
+            {"path": r.path, "ok": r.ok, "findings": [{"check": f.check, "message": f.message} for f in r.findings]}
+            for r in reports
+        ], "ok": all(r.ok for r in reports)}, indent=2))
+    else:
+        for report in reports:
+            if report.ok:
+                click.echo(f"{report.path}: ok")
+            for finding in report.findings:
+                click.echo(f"{report.path}: {finding.check}: {finding.message}")
+        if not reports:
+            click.echo("no error files found")
+    sys.exit(0 if all(r.ok for r in reports) else 1)
+
+
+def _validate_target(target: str):
+    from fsspec.core import url_to_fs
+
+    from aggregation.storage import open_prefix
+    from aggregation.validate import report_for_file, validate_prefix
+
+    try:
+        fs, path = url_to_fs(target)
+        is_file = fs.isfile(path)
+    except (ImportError, ValueError) as e:
+        raise StorageError(f"{target}: no filesystem for it ({e})") from None
+    except OSError as e:
+        raise StorageError(f"{target}: {e}") from None
+    if is_file:
+        try:
+            return [report_for_file(target, fs.cat_file(path))]
+        except OSError as e:
+            return [report_for_file(target, None, f"cannot read: {e}")]
+    return validate_prefix(open_prefix(target))
 
 
 @main.command()

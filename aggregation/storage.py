@@ -131,7 +131,7 @@ class FsspecPrefix:
         self.location = url
         self.requests = RequestCounter()
         if self._is_local() and not self.fs.isdir(self.root):
-            raise PrefixNotFound(f"{url}: no such directory")
+            raise PrefixNotFound(f"{url}: no such file or directory")
 
     def _is_local(self) -> bool:
         protocol = self.fs.protocol

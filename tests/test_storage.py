@@ -44,7 +44,7 @@ def test_fifo_named_like_an_error_file_is_skipped_not_read(tmp_path):
 
 
 def test_missing_local_prefix_is_refused(tmp_path):
-    with pytest.raises(PrefixNotFound, match="no such directory"):
+    with pytest.raises(PrefixNotFound, match="no such file or directory"):
         open_prefix(str(tmp_path / "nope"))
 
 

@@ -1,0 +1,238 @@
+"""`aggsim explain` and `aggsim validate`: the contract people and programs rely on, and bad input.
+
+The verdicts come from the model (flyteplugins `remote_file_output_reader.go`, propeller `handler.go`
+ValidateOutput and `executor.go` isEligibleForRetry); these tests pin what the CLI prints and returns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from flyteidl.core import errors_pb2, literals_pb2
+
+from aggregation.cli import main
+from aggregation.documents import error_document_bytes
+
+T0 = 1_796_000_000 * 10**9
+AGGSIM = str(Path(sys.executable).parent / "aggsim")
+
+
+def run(*args):
+    result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result
+
+
+def explain_json(*args):
+    result = run("explain", *args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+@pytest.fixture
+def prefix(tmp_path):
+    def write(name, data):
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        return path
+
+    write.path = tmp_path
+    return write
+
+
+def test_json_has_exactly_the_documented_keys(prefix):
+    prefix("error-a.pb", error_document_bytes(code="USER:Recoverable", recoverable=True, worker="pod-a", timestamp_ns=T0 + 5))
+    prefix("error-b.pb", error_document_bytes(code="USER:RuntimeError", worker="pod-b", timestamp_ns=T0 + 123_456_789))
+    out = explain_json(str(prefix.path), "--retries", "2")
+    assert {"strategy", "files", "error", "round_error", "task_phase", "node"} <= set(out)
+    assert out["strategy"] == "earliest"
+    assert [f["path"] for f in out["files"]] == ["error-a.pb", "error-b.pb"]
+    for f in out["files"]:
+        assert {"path", "timestamp", "code", "kind", "recoverable", "worker", "selected"} <= set(f)
+    assert out["files"][0]["timestamp"] == "2026-11-30T00:53:20.000000005Z"
+    assert out["files"][0]["selected"] is True
+    assert out["error"] == {
+        "code": "USER:Recoverable", "message": "", "kind": "USER", "recoverable": True,
+        "timestamp": "2026-11-30T00:53:20.000000005Z", "worker": "pod-a", "path": "error-a.pb",
+    }
+    assert out["round_error"] is None
+    assert out["task_phase"] == "RETRYABLE_FAILURE"
+    assert out["node"] == {"decision": "RETRY", "code": None, "kind": None}
+
+
+def test_out_of_budget_is_retries_exhausted_of_kind_user(prefix):
+    """executor.go: `RetriesExhausted|<code>`, kind USER."""
+    prefix("error-a.pb", error_document_bytes(code="USER:Recoverable", recoverable=True, timestamp_ns=T0))
+    out = explain_json(str(prefix.path))
+    assert out["node"] == {"decision": "FAIL", "code": "RetriesExhausted|USER:Recoverable", "kind": "USER"}
+    out = explain_json(str(prefix.path), "--retries", "2", "--attempts", "2")
+    assert out["node"]["decision"] == "FAIL"
+    out = explain_json(str(prefix.path), "--retries", "2", "--attempts", "2", "--system-failures", "1")
+    assert out["node"]["decision"] == "RETRY"
+
+
+def test_system_budget_flags(prefix):
+    prefix("error-a.pb", error_document_bytes(code="SYSTEM", recoverable=True, origin="SYSTEM", timestamp_ns=T0))
+    assert explain_json(str(prefix.path), "--attempts", "2", "--system-failures", "2")["node"]["decision"] == "RETRY"
+    out = explain_json(str(prefix.path), "--attempts", "2", "--system-failures", "2", "--max-system-failures", "2")
+    assert out["node"] == {"decision": "FAIL", "code": "RetriesExhausted|SYSTEM", "kind": "USER"}
+    assert explain_json(str(prefix.path), "--ignore-retry-cause")["node"]["decision"] == "FAIL"
+
+
+def test_default_strategy_sees_only_error_pb(prefix):
+    prefix("error-a.pb", error_document_bytes(timestamp_ns=T0))
+    out = explain_json(str(prefix.path), "--strategy", "default")
+    assert out["files"] == [] and out["error"] is None and out["task_phase"] == "SUCCEEDED"
+    assert out["node"] == {"decision": "SUCCEED", "code": None, "kind": None}
+
+
+def test_outputs_declared_without_outputs_pb(prefix):
+    prefix("other.txt", b"")
+    out = explain_json(str(prefix.path), "--outputs-declared", "--retries", "1")
+    assert out["task_phase"] == "RETRYABLE_FAILURE" and out["node"]["decision"] == "RETRY"
+    prefix("outputs.pb", literals_pb2.LiteralMap().SerializeToString())
+    assert explain_json(str(prefix.path), "--outputs-declared")["task_phase"] == "SUCCEEDED"
+
+
+def test_human_view_names_the_winner_and_the_rule(prefix):
+    prefix("error-a.pb", error_document_bytes(code="USER:A", worker="a", timestamp_ns=T0))
+    prefix("error-b.pb", error_document_bytes(code="USER:B", worker="b", timestamp_ns=T0))
+    prefix("error.pb.tmp", b"")
+    result = CliRunner().invoke(main, ["explain", str(prefix.path)], terminal_width=200)
+    assert result.exit_code == 0
+    assert "tie on timestamp, broken by listing order" in result.output
+    assert "won" in result.output and "error.pb.tmp" in result.output
+    assert "PERMANENT_FAILURE" in result.output
+
+
+# --- bad input: a verdict or one clear line, never a traceback ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, data, phase",
+    [
+        ("error-a.pb", b"\x0a\x05\x0a\x03ab", "ROUND_FAILED"),  # truncated
+        ("error-a.pb", b"\xff\xfe\xfd", "ROUND_FAILED"),  # corrupt
+        ("error-a.pb", b"", "RETRYABLE_FAILURE"),  # zero bytes: empty document -> ErrorFileBadFormat
+        ("error-a.pb", literals_pb2.LiteralMap(literals={"k": literals_pb2.Literal()}).SerializeToString(), "PERMANENT_FAILURE"),
+        ("error-a.pb", b"\x0a\x06\x12\x04\xff\xfe\xfd\xfc", "ROUND_FAILED"),  # non-UTF-8 message
+        ("error.pb.tmp", b"\xff", "SUCCEEDED"),
+        ("errors-x.pb", error_document_bytes(code="USER:E", timestamp_ns=T0), "PERMANENT_FAILURE"),
+        ("error-x.json", b"{}", "SUCCEEDED"),
+    ],
+    ids=["truncated", "corrupt", "zero-byte", "wrong-type", "non-utf8", "tmp-name", "errors-prefix", "json-name"],
+)
+def test_bad_files_get_the_propeller_verdict(prefix, name, data, phase):
+    prefix(name, data)
+    out = explain_json(str(prefix.path))
+    assert out["task_phase"] == phase
+    if phase == "ROUND_FAILED":
+        assert out["round_error"].startswith("failed to read error file @[")
+        assert out["node"] == {"decision": "FAIL", "code": "Workflow abort failed", "kind": "SYSTEM"}
+
+
+def test_oversized_file_fails_the_round(prefix):
+    prefix("error-a.pb", error_document_bytes(message="x" * (2 * 1024 * 1024), timestamp_ns=T0))
+    out = explain_json(str(prefix.path))
+    assert out["task_phase"] == "ROUND_FAILED" and "is too large" in out["round_error"]
+
+
+def test_directory_named_like_an_error_file(prefix):
+    (prefix.path / "error-x.pb").mkdir()
+    (prefix.path / "error-x.pb" / "inner").write_bytes(b"junk")
+    out = explain_json(str(prefix.path))
+    assert out["files"] == [] and out["task_phase"] == "SUCCEEDED"
+
+
+def test_ten_thousand_files(prefix):
+    for i in range(10_000):
+        prefix(f"error-{i:05d}.pb", error_document_bytes(worker=str(i), timestamp_ns=T0 + (i * 37) % 10_000))
+    out = explain_json(str(prefix.path))
+    assert len(out["files"]) == 10_000
+    assert out["error"]["worker"] == "0"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["explain", "/nonexistent/prefix"], "no such file or directory"),
+        (["explain", "nosuchfs://b/p"], "no filesystem"),
+        (["explain", ".", "--strategy", "latest"], "Invalid value for '--strategy'"),
+        (["explain", ".", "--retries", "-1"], "Invalid value for '--retries'"),
+        (["explain", ".", "--attempts", "1", "--system-failures", "2"], "cannot exceed"),
+        (["validate", "/nonexistent/file.pb"], "no such file or directory"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(args, message):
+    result = subprocess.run([AGGSIM, *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    if not message.startswith("Invalid value"):
+        assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_missing_s3_filesystem_is_a_one_line_error(tmp_path):
+    """A filesystem package that is not installed: exit 2, one line (s3fs hidden from this interpreter)."""
+    blocker = tmp_path / "sitecustomize.py"
+    blocker.write_text(
+        "import sys\n"
+        "class _Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 's3fs':\n"
+        "            raise ImportError('s3fs is not installed')\n"
+        "sys.meta_path.insert(0, _Block())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    result = subprocess.run([AGGSIM, "explain", "s3://bucket/prefix"], capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 2, result.stderr
+    assert "no filesystem for 's3'" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid() != 0, reason="needs root and setpriv")
+def test_permission_denied_is_a_round_error_not_a_crash(tmp_path):
+    """An unreadable object is a Go error for the reader (`ReadProtobuf` fails): the round fails."""
+    (tmp_path / "error-a.pb").write_bytes(error_document_bytes(timestamp_ns=T0))
+    (tmp_path / "error-a.pb").chmod(0)
+    drop = "-dac_override,-dac_read_search"  # root without these capabilities obeys file modes
+    result = subprocess.run(
+        ["setpriv", f"--inh-caps={drop}", f"--bounding-set={drop}", AGGSIM, "explain", str(tmp_path), "--json"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["task_phase"] == "ROUND_FAILED" and "Permission denied" in out["round_error"]
+
+
+# --- validate ---------------------------------------------------------------------------------------
+
+
+def test_validate_passes_what_the_plugin_writes_and_flags_each_problem(prefix):
+    good = prefix("error-a.pb", error_document_bytes(code="USER:Recoverable", message="m", recoverable=True, timestamp_ns=T0, worker="w"))
+    prefix("error-b.pb", error_document_bytes(code="USER:X", message="m", origin="SYSTEM"))
+    prefix("error-c.pb", errors_pb2.ErrorDocument().SerializeToString())
+    prefix("error.pb.tmp", error_document_bytes(code="USER:X", message="m", timestamp_ns=T0))
+    prefix("error-big.pb", error_document_bytes(code="USER:X", message="x" * (2 * 1024 * 1024), timestamp_ns=T0, worker="w"))
+
+    assert run("validate", str(good)).exit_code == 0
+    result = run("validate", str(prefix.path), "--json")
+    assert result.exit_code == 1
+    report = {Path(f["path"]).name: {x["check"] for x in f["findings"]} for f in json.loads(result.output)["files"]}
+    assert report == {
+        "error-a.pb": set(),
+        "error-b.pb": {"timestamp", "worker", "origin"},
+        "error-c.pb": {"error"},
+        "error.pb.tmp": {"name"},
+        "error-big.pb": {"size"},
+    }
+    text = run("validate", str(prefix.path)).output.splitlines()
+    assert any(line.endswith("error-a.pb: ok") for line in text)
+    assert all(": " in line for line in text)
