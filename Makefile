@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-real install clean
+.PHONY: demo test bench install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# Benchmarks: figures are written into README.md.
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_explain.py --write-readme
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -68,7 +68,7 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
     read = explanation.read
     table = Table(title=f"{explanation.location}  ({read.strategy} strategy)")
     for column in ("", "file", "timestamp", "code", "kind", "recoverable", "worker"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=column in ("timestamp", "code"))
     for candidate in read.candidates:
         error = candidate.error
         mark = "[bold green]won[/bold green]" if candidate.selected else ("[red]bad[/red]" if candidate.problem else "")

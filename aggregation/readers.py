@@ -12,7 +12,7 @@ evaluation round and tries again, and after `max-workflow-retries` such rounds f
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from flyteidl.core import errors_pb2, execution_pb2
@@ -41,6 +41,7 @@ RULE_BAD_FORMAT = "document without `error`: ErrorFileBadFormat (no timestamp, s
 RULE_ROUND_ERROR = "no verdict: the reader returned an error"
 
 KIND_NAMES = {value: name for name, value in execution_pb2.ExecutionError.ErrorKind.items()}
+_RECOVERABLE = errors_pb2.ContainerError.RECOVERABLE
 
 
 def kind_name(kind: int) -> str:
@@ -114,12 +115,16 @@ def document_to_error(document: errors_pb2.ErrorDocument, path: str, location: s
             path=path,
         )
     container = document.error
+    timestamp_ns = None
+    if container.HasField("timestamp"):
+        stamp = container.timestamp
+        timestamp_ns = stamp.seconds * 1_000_000_000 + stamp.nanos
     return ObservedError(
         code=container.code,
         message=container.message,
-        kind=kind_name(container.origin),
-        recoverable=container.kind == errors_pb2.ContainerError.RECOVERABLE,
-        timestamp_ns=container.timestamp.ToNanoseconds() if container.HasField("timestamp") else None,
+        kind=KIND_NAMES.get(container.origin) or str(container.origin),
+        recoverable=container.kind == _RECOVERABLE,
+        timestamp_ns=timestamp_ns,
         worker=container.worker,
         path=path,
     )
@@ -191,66 +196,61 @@ class EarliestErrorReader:
 
     def read(self, prefix: OutputPrefix) -> ReadResult:
         location = prefix.location.rstrip("/")
-        matching: list[tuple[str, int]] = []
+        listed: list[str] = []
         ignored: list[str] = []
         # IsError: list every page, HEAD every `.pb` key (size limit enforced here, for all of them).
         try:
             for page in prefix.list_pages(self.key_prefix):
                 for entry in page:
-                    if entry.key.endswith(self.extension):
-                        matching.append((entry.key, entry.size))
-                    else:
-                        ignored.append(entry.key)
+                    (listed if entry.key.endswith(self.extension) else ignored).append(entry.key)
         except StorageError as e:
             return ReadResult(EARLIEST, rule=RULE_ROUND_ERROR, round_error=f"failed to list error files @[{location}]: {e}")
-        candidates: list[Candidate] = []
-        for key, _ in matching:
+        sizes: list[int] = []
+        for key in listed:
             try:
                 size = prefix.head(key)
             except StorageError as e:
                 problem = f"failed to read error file @[{location}/{key}]: {e}"
-                return self._round_error(candidates, key, 0, problem, matching, ignored)
+                return self._round_error(listed, sizes, Candidate(key, 0, problem=problem), ignored)
             if size is not None and size > self.max_payload_bytes:
                 problem = _too_large(location, key, size, self.max_payload_bytes)
-                return self._round_error(candidates, key, size, problem, matching, ignored)
-            candidates.append(Candidate(key, size or 0))
-        if not candidates:
+                return self._round_error(listed, sizes, Candidate(key, size, problem=problem), ignored)
+            sizes.append(size or 0)
+        if not listed:
             return ReadResult(EARLIEST, ignored=tuple(ignored))
 
         # ReadError: read and parse each in listing order; any failure is a Go error for the round.
         parsed: list[Candidate] = []
-        for candidate in candidates:
+        winner_index, winner_ns = 0, None
+        for index, key in enumerate(listed):
             try:
-                document = parse_document(prefix.read(candidate.path))
+                document = parse_document(prefix.read(key))
             except (StorageError, DecodeError) as e:
-                problem = f"failed to read error file @[{location}/{candidate.path}]: {e}"
-                rest = [Candidate(c.path, c.size) for c in candidates[len(parsed) + 1 :]]
-                failed = Candidate(candidate.path, candidate.size, problem=problem)
-                return ReadResult(EARLIEST, tuple(parsed + [failed] + rest), rule=RULE_ROUND_ERROR, round_error=problem, ignored=tuple(ignored))
-            error = document_to_error(document, candidate.path, location)
-            parsed.append(Candidate(candidate.path, candidate.size, error=error, bad_format=not document.HasField("error")))
+                problem = f"failed to read error file @[{location}/{key}]: {e}"
+                return self._round_error(listed, sizes, Candidate(key, sizes[index], problem=problem), ignored, parsed)
+            error = document_to_error(document, key, location)
+            parsed.append(Candidate(key, sizes[index], error=error, bad_format=not document.HasField("error")))
+            timestamp_ns = error.timestamp_ns or 0  # a missing timestamp is the epoch
+            if winner_ns is None or winner_ns > timestamp_ns:  # earliest.After(ts): ties keep the first listed
+                winner_index, winner_ns = index, timestamp_ns
 
-        winner_index = 0
-        for index, candidate in enumerate(parsed):
-            if parsed[winner_index].sort_timestamp_ns > candidate.sort_timestamp_ns:  # earliest.After(ts)
-                winner_index = index
-        winner = parsed[winner_index]
         rule = self._rule(parsed, winner_index)
-        final = tuple(
-            Candidate(c.path, c.size, c.error, c.problem, selected=(i == winner_index), bad_format=c.bad_format)
-            for i, c in enumerate(parsed)
-        )
-        return ReadResult(EARLIEST, final, winner.error, rule, ignored=tuple(ignored))
+        parsed[winner_index] = replace(parsed[winner_index], selected=True)
+        return ReadResult(EARLIEST, tuple(parsed), parsed[winner_index].error, rule, ignored=tuple(ignored))
 
-    def _round_error(self, checked, key, size, problem, matching, ignored) -> ReadResult:
-        done = {c.path for c in checked}
-        rest = [Candidate(k, s) for k, s in matching if k not in done and k != key]
+    @staticmethod
+    def _round_error(listed, sizes, failed: Candidate, ignored, parsed=()) -> ReadResult:
+        """A Go error for the round: every key in listing order, the failing one carrying the problem."""
+        candidates = list(parsed)
+        for index, key in enumerate(listed):
+            if index < len(candidates):
+                continue
+            if key == failed.path:
+                candidates.append(failed)
+            else:
+                candidates.append(Candidate(key, sizes[index] if index < len(sizes) else 0))
         return ReadResult(
-            EARLIEST,
-            tuple(list(checked) + [Candidate(key, size, problem=problem)] + rest),
-            rule=RULE_ROUND_ERROR,
-            round_error=problem,
-            ignored=tuple(ignored),
+            EARLIEST, tuple(candidates), rule=RULE_ROUND_ERROR, round_error=failed.problem, ignored=tuple(ignored)
         )
 
     @staticmethod

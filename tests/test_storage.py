@@ -121,3 +121,20 @@ def test_s3_prefix_with_more_than_a_thousand_keys(s3_endpoint):
     assert explanation.error.worker == f"pod-{expected}"
     assert prefix.requests.list_pages == 2  # what propeller sends: ceil(1202 / 1000) list pages
     assert "error.pb.tmp" in explanation.read.ignored
+
+
+def test_local_fast_path_agrees_with_fsspec_local_filesystem(tmp_path):
+    """`LocalPrefix` is an optimisation of fsspec's local filesystem, not a different semantics."""
+    from aggregation.storage import LocalPrefix
+
+    for name in ["error-b.pb", "error-a.pb", "errors/x.pb", "error/deep/y.pb", "outputs.pb", "err.pb", "e/rror.pb"]:
+        write(tmp_path, name, name.encode())
+    (tmp_path / "error-dir.pb").mkdir()
+    os.mkfifo(tmp_path / "error-fifo.pb")
+    fast, slow = LocalPrefix(str(tmp_path)), FsspecPrefix(f"file://{tmp_path}")
+    for key_prefix in ("error", "errors/", "error/deep/y", ""):
+        fast_keys = [[e.key for e in page] for page in fast.list_pages(key_prefix)]
+        assert fast_keys == [[e.key for e in page] for page in slow.list_pages(key_prefix)]
+    for key in ("error-a.pb", "error-dir.pb", "error-fifo.pb", "missing.pb"):
+        assert fast.head(key) == slow.head(key)
+    assert fast.read("errors/x.pb") == slow.read("errors/x.pb") == b"errors/x.pb"
