@@ -39,6 +39,7 @@ RULE_TIE = "tie on timestamp, broken by listing order (first listed wins)"
 RULE_EPOCH = "missing timestamp counts as the Unix epoch"
 RULE_BAD_FORMAT = "document without `error`: ErrorFileBadFormat (no timestamp, so it counts as the epoch)"
 RULE_ROUND_ERROR = "no verdict: the reader returned an error"
+RULE_LISTING_RACE = "IsError listed error files, ReadError listed none: Unknown, not recoverable"
 
 KIND_NAMES = {value: name for name, value in execution_pb2.ExecutionError.ErrorKind.items()}
 _RECOVERABLE = errors_pb2.ContainerError.RECOVERABLE
@@ -196,40 +197,53 @@ class EarliestErrorReader:
 
     def read(self, prefix: OutputPrefix) -> ReadResult:
         location = prefix.location.rstrip("/")
-        listed: list[str] = []
+        heads: list[str] = []
         ignored: list[str] = []
         # IsError: list every page, HEAD every `.pb` key (size limit enforced here, for all of them).
         try:
             for page in prefix.list_pages(self.key_prefix):
                 for entry in page:
-                    (listed if entry.key.endswith(self.extension) else ignored).append(entry.key)
+                    (heads if entry.key.endswith(self.extension) else ignored).append(entry.key)
         except StorageError as e:
             return ReadResult(EARLIEST, rule=RULE_ROUND_ERROR, round_error=f"failed to list error files @[{location}]: {e}")
         sizes: list[int] = []
-        for key in listed:
+        for key in heads:
             try:
                 size = prefix.head(key)
             except StorageError as e:
                 problem = f"failed to read error file @[{location}/{key}]: {e}"
-                return self._round_error(listed, sizes, Candidate(key, 0, problem=problem), ignored)
+                return self._round_error(heads, sizes, Candidate(key, 0, problem=problem), ignored)
             if size is not None and size > self.max_payload_bytes:
                 problem = _too_large(location, key, size, self.max_payload_bytes)
-                return self._round_error(listed, sizes, Candidate(key, size, problem=problem), ignored)
+                return self._round_error(heads, sizes, Candidate(key, size, problem=problem), ignored)
             sizes.append(size or 0)
-        if not listed:
+        if not heads:
             return ReadResult(EARLIEST, ignored=tuple(ignored))
 
-        # ReadError: read and parse each in listing order; any failure is a Go error for the round.
+        # ReadError lists again (as the Go code does) and reads every `.pb` key in listing order; any
+        # failure is a Go error for the round. Files that appeared since IsError are read unHEADed.
+        try:
+            listed = [e.key for page in prefix.list_pages(self.key_prefix) for e in page if e.key.endswith(self.extension)]
+        except StorageError as e:
+            return ReadResult(EARLIEST, rule=RULE_ROUND_ERROR, round_error=f"failed to list error files @[{location}]: {e}")
+        if not listed:
+            # handler.go ValidateOutput: IsError said yes, ReadError found nothing -> permanent UNKNOWN failure
+            race = ObservedError(code="Unknown", message="Unknown", kind="UNKNOWN", recoverable=False)
+            return ReadResult(EARLIEST, (), race, RULE_LISTING_RACE, ignored=tuple(ignored))
+        size_of = dict(zip(heads, sizes))
         parsed: list[Candidate] = []
         winner_index, winner_ns = 0, None
         for index, key in enumerate(listed):
+            size = size_of.get(key, 0)
             try:
                 document = parse_document(prefix.read(key))
             except (StorageError, DecodeError) as e:
                 problem = f"failed to read error file @[{location}/{key}]: {e}"
-                return self._round_error(listed, sizes, Candidate(key, sizes[index], problem=problem), ignored, parsed)
+                rest = [Candidate(k, size_of.get(k, 0)) for k in listed[index + 1 :]]
+                failed = Candidate(key, size, problem=problem)
+                return ReadResult(EARLIEST, tuple(parsed + [failed] + rest), rule=RULE_ROUND_ERROR, round_error=problem, ignored=tuple(ignored))
             error = document_to_error(document, key, location)
-            parsed.append(Candidate(key, sizes[index], error=error, bad_format=not document.HasField("error")))
+            parsed.append(Candidate(key, size, error=error, bad_format=not document.HasField("error")))
             timestamp_ns = error.timestamp_ns or 0  # a missing timestamp is the epoch
             if winner_ns is None or winner_ns > timestamp_ns:  # earliest.After(ts): ties keep the first listed
                 winner_index, winner_ns = index, timestamp_ns
@@ -239,12 +253,10 @@ class EarliestErrorReader:
         return ReadResult(EARLIEST, tuple(parsed), parsed[winner_index].error, rule, ignored=tuple(ignored))
 
     @staticmethod
-    def _round_error(listed, sizes, failed: Candidate, ignored, parsed=()) -> ReadResult:
-        """A Go error for the round: every key in listing order, the failing one carrying the problem."""
-        candidates = list(parsed)
+    def _round_error(listed, sizes, failed: Candidate, ignored) -> ReadResult:
+        """A Go error from IsError: every key in listing order, the failing one carrying the problem."""
+        candidates = []
         for index, key in enumerate(listed):
-            if index < len(candidates):
-                continue
             if key == failed.path:
                 candidates.append(failed)
             else:

@@ -110,7 +110,7 @@ def main() -> None:
         cli_seconds = measure_cli(prefix, args.repeats)
     assert floor["winner"] == explain["winner"], (floor, explain)
     pages = -(-args.files // 1000)
-    propeller_requests = pages + 2 * args.files
+    propeller_requests = 2 * pages + 2 * args.files  # IsError and ReadError each list every page
     ratio = explain["seconds"] / floor["seconds"]
     table = "\n".join([
         f"`explain` on a local prefix of {args.files:,} error files ({args.pods:,} pods), best of {args.repeats}, 2 cores:",
@@ -125,7 +125,7 @@ def main() -> None:
         f"{floor['import_seconds']:.3f} s for flyteidl alone. End to end, `aggsim explain PREFIX --json` "
         f"(interpreter start, imports, JSON) takes {cli_seconds:.2f} s.",
         "",
-        f"Object-store requests propeller itself makes for this prefix: {pages} list pages + {args.files:,} HEAD + "
+        f"Object-store requests propeller itself makes for this prefix: 2 x {pages} list pages (IsError, then ReadError) + {args.files:,} HEAD + "
         f"{args.files:,} GET = {propeller_requests:,} (the model counts {explain['requests']:,}).",
     ])
     print(table)

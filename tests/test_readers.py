@@ -214,7 +214,7 @@ def test_listing_more_than_one_page_changes_nothing():
     prefix = MemoryPrefix(objects)
     result = EarliestErrorReader().read(prefix)
     assert result.error.worker == "2499"
-    assert prefix.requests.list_pages == 3
+    assert prefix.requests.list_pages == 6  # 3 pages, listed by IsError and again by ReadError
     assert prefix.requests.heads == 2500 and prefix.requests.gets == 2500
 
 
@@ -261,3 +261,40 @@ def test_default_file_deleted_between_head_and_read_is_error_file_not_found():
 
     result = DefaultErrorReader().read(Vanishing([("error.pb", doc())]))
     assert (result.error.code, result.error.kind, result.error.recoverable) == ("ErrorFileNotFound", "SYSTEM", True)
+
+
+def test_read_error_lists_again_and_a_vanished_listing_is_unknown():
+    """`ReadError` re-lists (`store.List` in both IsError and ReadError); nothing left -> handler.go
+    ValidateOutput builds `{Kind: UNKNOWN, Code: "Unknown"}`, not recoverable."""
+    from aggregation.readers import RULE_LISTING_RACE
+
+    class EmptiedAfterFirstListing(MemoryPrefix):
+        listings = 0
+
+        def list_pages(self, key_prefix):
+            self.listings += 1
+            if self.listings > 1:
+                self._objects.clear()
+            return super().list_pages(key_prefix)
+
+    result = EarliestErrorReader().read(EmptiedAfterFirstListing([("error-a.pb", doc())]))
+    assert (result.error.code, result.error.kind, result.error.recoverable) == ("Unknown", "UNKNOWN", False)
+    assert result.rule == RULE_LISTING_RACE
+
+
+def test_file_appearing_between_is_error_and_read_error_is_read():
+    """A key listed only by ReadError is read (no HEAD): an upload landing mid-round can still win."""
+
+    class UploadDuringRound(MemoryPrefix):
+        listings = 0
+
+        def list_pages(self, key_prefix):
+            self.listings += 1
+            if self.listings == 2:
+                self._objects["error-early.pb"] = doc(worker="late-upload", timestamp_ns=T0 - 10)
+            return super().list_pages(key_prefix)
+
+    prefix = UploadDuringRound([("error-a.pb", doc(worker="a"))])
+    result = EarliestErrorReader().read(prefix)
+    assert result.error.worker == "late-upload"
+    assert prefix.requests.heads == 1 and prefix.requests.gets == 2 and prefix.requests.list_pages == 2

@@ -119,7 +119,7 @@ def test_s3_prefix_with_more_than_a_thousand_keys(s3_endpoint):
     explanation = explain_prefix(prefix, retries=1)
     expected = min(range(1201), key=lambda i: ((i * 7919) % 1201, i))
     assert explanation.error.worker == f"pod-{expected}"
-    assert prefix.requests.list_pages == 2  # what propeller sends: ceil(1202 / 1000) list pages
+    assert prefix.requests.list_pages == 4  # what propeller sends: ceil(1202 / 1000) pages, listed twice
     assert "error.pb.tmp" in explanation.read.ignored
 
 
