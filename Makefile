@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench install clean
+.PHONY: demo demo-real test bench install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,9 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/aggsim demo
+
+demo-real: $(STAMP)
+	$(BIN)/aggsim demo --real
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Optional
 
 import click
@@ -144,10 +145,92 @@ def _validate_target(target: str):
     return validate_prefix(open_prefix(target))
 
 
+PLUGIN_CHOICE = click.Choice(["upstream", "seed-pr", "recoverable"])
+
+
 @main.command()
-@click.option("--real", is_flag=True, default=True, help="run real pods (the only mode for now)")
+@click.argument("scenario_path", metavar="SCENARIO.textproto")
+@click.option("--plugin", type=PLUGIN_CHOICE, help="override the scenario's plugin variant")
+@click.option("--aggregation/--no-aggregation", default=None, help="override enable-distributed-error-aggregation")
+@click.option("--json", "as_json", is_flag=True, help="print the aggsim.v1.Execution record as JSON")
+def simulate(scenario_path, plugin, aggregation, as_json) -> None:
+    """Simulate a scenario: every attempt's timeline, propeller's read and decision, the final phase."""
+    from aggregation.record import execution_to_json
+    from aggregation.scenario import ScenarioError, load_scenario
+    from aggregation.simulate import simulate as run
+
+    try:
+        spec = load_scenario(scenario_path, plugin)
+    except ScenarioError as e:
+        _fail(str(e))
+        return
+    if aggregation is not None:
+        spec = spec.with_aggregation(aggregation)
+    execution = run(spec)
+    if as_json:
+        click.echo(json.dumps(execution_to_json(execution), indent=2))
+        return
+    from aggregation.report import render_execution
+
+    render_execution(execution, Console())
+
+
+@main.command()
+@click.argument("scenario_path", metavar="SCENARIO.textproto")
+@click.option("--vary", "varies", multiple=True, metavar="FIELD=RANGE",
+              help="e.g. timings.upload_seconds=0.05,1,3 or attempts[0].events[1].at_seconds=30:31:0.2 (repeatable)")
+@click.option("--samples", type=click.IntRange(min=1), default=2000, show_default=True,
+              help="enumerate exhaustively up to this many assignments, else sample this many")
+@click.option("--seed", type=int, default=0, show_default=True, help="sampling seed")
+@click.option("--plugin", "plugins", type=PLUGIN_CHOICE, multiple=True, help="plugin variants (default: all three)")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+def sweep(scenario_path, varies, samples, seed, plugins, as_json) -> None:
+    """Explore the race: outcome distribution per plugin variant x aggregation flag, with counterexamples."""
+    from aggregation.explore import default_variations, parse_variation, sweep as run_sweep
+    from aggregation.report import render_sweep, sweep_to_json
+    from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError, read_scenario
+
+    try:
+        source = read_scenario(scenario_path)
+        variations = [parse_variation(v) for v in varies] or default_variations(source)
+        result = run_sweep(source, variations, samples, seed, plugins or tuple(PLUGIN_VARIANTS))
+    except ScenarioError as e:
+        _fail(str(e))
+        return
+    if as_json:
+        click.echo(json.dumps(sweep_to_json(result), indent=2))
+    else:
+        render_sweep(result, Console())
+
+
+@main.command()
+@click.option("--real", is_flag=True, help="run real pods (pyflyte-execute, torch elastic) instead of the sweep")
 def demo(real: bool) -> None:
-    """The preemption incident, for real: one pod SIGTERMed, upstream plugin vs this project's."""
+    """The seed incident's headline table (a sweep); --real: one real pod SIGTERMed, upstream vs ours."""
+    if not real:
+        from aggregation.explore import default_variations, sweep as run_sweep
+        from aggregation.report import render_sweep
+        from aggregation.scenario import read_scenario
+
+        console = Console()
+        path = _shipped_scenario("preemption_during_training.textproto")
+        source = read_scenario(path)
+        console.print(f"[bold]1. The seed incident[/bold] ({Path(path).name}): a spot preemption SIGTERMs one pod of a "
+                      "2-pod elastic PyTorchJob. The sweep varies which pod is hit, when within the second, worker "
+                      "shutdown, upload latency, failure detection and when propeller looks, for each plugin variant "
+                      "with distributed error aggregation on and off.\n")
+        render_sweep(run_sweep(source, default_variations(source), samples=5000, seed=0), console, counterexamples=False,
+                     title="After a preemption: how often the node retries, fails for good, or succeeds silently")
+        path = _shipped_scenario("sibling_user_error_cleanup.textproto")
+        source = read_scenario(path)
+        console.print(f"\n[bold]2. A sibling's genuine error[/bold] ({Path(path).name}): one pod's worker raises a real "
+                      "user error, its pod exits 0, the job is Succeeded and the operator's cleanup SIGTERMs the other "
+                      "pod. A plugin that reports that SIGTERM must not mask the genuine error (upstream PR 2064).\n")
+        render_sweep(run_sweep(source, default_variations(source), samples=5000, seed=0), console, counterexamples=False,
+                     title="After a sibling's genuine error and the cleanup: how often the genuine error is masked")
+        console.print("\nCounterexample timelines: aggsim sweep scenarios/<name>.textproto. "
+                      "The real pods, upstream plugin vs this one: aggsim demo --real.")
+        return
     import warnings
 
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch without numpy: harmless
@@ -158,6 +241,13 @@ def demo(real: bool) -> None:
         _fail(f"the demo needs the plugin extra (flytekit, torch): {e}")
         return
     run_demo(Console())
+
+
+def _shipped_scenario(name: str) -> str:
+    path = Path(__file__).resolve().parent.parent / "scenarios" / name
+    if not path.exists():
+        _fail(f"scenario {name} not found next to the package ({path}); run from a clone of flyte-aggsim")
+    return str(path)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,117 @@
+"""How simulations and sweeps look to people (rich) and programs (JSON)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from aggregation.explore import OUTCOMES, SweepResult
+from aggregation.simulate import AttemptResult, Execution
+
+PHASE_STYLE = {
+    "SUCCEEDED": "green",
+    "RETRIED_THEN_SUCCEEDED": "green",
+    "SUCCEEDED_SILENTLY": "bold red",
+    "FAILED_PERMANENTLY": "red",
+}
+
+
+def timeline_lines(attempt: AttemptResult) -> list[str]:
+    entries = [(e.at, i, e.pod, e.what) for i, e in enumerate(attempt.log)]
+    seen = len([u for u in attempt.seen if u.error])
+    read = "reads no file (job Failed)" if attempt.read is None else f"reads the {seen} error file(s) uploaded by then"
+    entries.append((attempt.observed_at, len(entries), "propeller", f"observes job {attempt.job_condition}; {read}"))
+    return [f"{at:9.3f}  {pod:<16} {what}" for at, _, pod, what in sorted(entries)]
+
+
+def render_execution(execution: Execution, console: Console) -> None:
+    spec = execution.scenario
+    console.print(f"[bold]{spec.name}[/bold]  plugin [bold]{spec.plugin}[/bold], "
+                  f"error aggregation {'on (earliest)' if spec.error_aggregation else 'off (error.pb, last writer wins)'}, "
+                  f"retries {spec.retries}")
+    for attempt in execution.attempts:
+        resumed = f"resumes from attempt {attempt.resumed_from}'s checkpoint" if attempt.resumed_from is not None else "starts from scratch"
+        console.rule(f"attempt {attempt.attempt} ({resumed})")
+        for line in timeline_lines(attempt):
+            console.print(line, highlight=False, markup=False)
+        read = attempt.read
+        if read is not None and read.selected is not None:
+            error = read.selected.error
+            console.print(f"propeller: [bold]{read.selected.path}[/bold] wins ({read.rule}): {error.code}, "
+                          f"{'recoverable' if error.recoverable else 'not recoverable'}, worker {error.worker or '-'}")
+        elif read is not None:
+            console.print(f"propeller: {read.rule}")
+        else:
+            console.print("propeller: job Failed, no error file is read (DownstreamSystemError, USER, retryable)")
+        decision = attempt.decision
+        console.print(f"task {attempt.outcome.phase.value} -> node [bold]{decision.decision.value}[/bold]"
+                      f"{' ' + decision.code if decision.code else ''}")
+    style = PHASE_STYLE[execution.final_phase.value]
+    console.rule()
+    console.print(f"final: [{style}]{execution.final_phase.value}[/{style}] after {len(execution.attempts)} attempt(s)"
+                  f"{' (' + execution.final_code + ')' if execution.final_code else ''}")
+
+
+def _counterexample(assignment, execution: Execution) -> str:
+    settings = ", ".join(f"{name}={value}" for name, value in assignment)
+    first = execution.attempts[0]
+    key_lines = [line for line in timeline_lines(first)
+                 if any(word in line for word in ("SIGTERM", "uploads", "job ", "observes", "SIGKILL", "fails"))]
+    return settings + "\n" + "\n".join(key_lines)
+
+
+def render_sweep(result: SweepResult, console: Console, counterexamples: bool = True,
+                 title: str = "Outcomes per plugin and error aggregation") -> None:
+    how = "every combination" if result.exhaustive else "a seeded sample"
+    console.print(f"{result.assignments} assignments ({how}) of: " + ", ".join(v.field for v in result.variations))
+    table = Table(title=title, show_lines=True)
+    table.add_column("plugin", no_wrap=True)
+    table.add_column("aggre-\ngation", no_wrap=True)
+    for outcome in OUTCOMES:
+        table.add_column(outcome.replace("_", " ").lower(), justify="right")
+    table.add_column("genuine error masked", justify="right")
+    for cell in result.cells:
+        table.add_row(
+            cell.plugin,
+            "on" if cell.aggregation else "off",
+            *(f"{cell.counts[o]} ({cell.share(o):.0%})" for o in OUTCOMES),
+            f"{cell.masked} ({cell.masked / cell.total:.0%})" if cell.total else "0",
+        )
+    console.print(table)
+    if not counterexamples:
+        return
+    for cell in result.cells:
+        for outcome in OUTCOMES:
+            if outcome in cell.counterexamples and outcome in ("FAILED_PERMANENTLY", "SUCCEEDED_SILENTLY"):
+                assignment, execution = cell.counterexamples[outcome]
+                console.print(f"\n[bold]{cell.plugin}, aggregation {'on' if cell.aggregation else 'off'}: "
+                              f"first case of {outcome}[/bold]")
+                console.print(_counterexample(assignment, execution), highlight=False, markup=False)
+
+
+def sweep_to_json(result: SweepResult) -> dict[str, Any]:
+    return {
+        "assignments": result.assignments,
+        "exhaustive": result.exhaustive,
+        "variations": [{"field": v.field, "values": list(v.values)} for v in result.variations],
+        "cells": [
+            {
+                "plugin": cell.plugin,
+                "aggregation": cell.aggregation,
+                "total": cell.total,
+                "counts": {o: cell.counts[o] for o in OUTCOMES},
+                "genuine_error_masked": cell.masked,
+                "counterexamples": {
+                    outcome: {
+                        "assignment": {name: value for name, value in assignment},
+                        "timeline": timeline_lines(execution.attempts[0]),
+                        "final_phase": execution.final_phase.value,
+                    }
+                    for outcome, (assignment, execution) in cell.counterexamples.items()
+                },
+            }
+            for cell in result.cells
+        ],
+    }

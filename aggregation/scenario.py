@@ -1,0 +1,272 @@
+"""Load a scenario (`aggsim.v1.Scenario` in protobuf text format), check it, and apply the defaults.
+
+The result is a `ScenarioSpec` of frozen records with every default filled in, which the pod,
+operator and engine models read. A malformed or inconsistent scenario raises `ScenarioError`, whose
+message names the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Optional
+
+from google.protobuf import text_format
+
+from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
+
+PLUGIN_VARIANTS = {"upstream": pb.UPSTREAM, "seed-pr": pb.SEED_PR, "recoverable": pb.RECOVERABLE}
+VARIANT_NAMES = {value: name for name, value in PLUGIN_VARIANTS.items()}
+
+# Defaults, each from the source that sets it.
+DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes terminationGracePeriodSeconds
+DEFAULT_RENDEZVOUS_SECONDS = 2.0
+DEFAULT_SHUTDOWN_SECONDS = 0.03  # measured: SIGTERM -> SignalException caught, workers obeying SIGTERM
+DEFAULT_UPLOAD_SECONDS = 0.05
+DEFAULT_DETECTION_SECONDS = 1.0
+DEFAULT_PEER_FAILURE_SECONDS = 0.05  # measured: peer's signal -> survivor's "Connection reset by peer"
+DEFAULT_JOIN_TIMEOUT_SECONDS = 600.0  # torch elastic join_timeout
+DEFAULT_TRAINING_SECONDS = 60.0
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be simulated; the message is one line: FILE:LINE: FIELD: problem."""
+
+
+@dataclass(frozen=True)
+class PodTiming:
+    rendezvous: float = DEFAULT_RENDEZVOUS_SECONDS
+    shutdown: float = DEFAULT_SHUTDOWN_SECONDS
+    upload: float = DEFAULT_UPLOAD_SECONDS
+    detection: float = DEFAULT_DETECTION_SECONDS
+    peer_failure_after: Optional[float] = DEFAULT_PEER_FAILURE_SECONDS  # None: wait in rendezvous instead
+    peer_failure_recoverable: bool = False
+    join_timeout: float = DEFAULT_JOIN_TIMEOUT_SECONDS
+
+
+@dataclass(frozen=True)
+class SimEvent:
+    at: float
+    kind: str  # "preemption" | "worker_error" | "completion" | "checkpoint"
+    pod: str = ""
+    recoverable: bool = False
+    lands_during_fork: bool = False
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class ScenarioSpec:
+    name: str
+    pods: tuple[str, ...]
+    nproc_per_node: int
+    elastic: bool
+    clean_pod_policy: str  # "None" | "Running" | "All"
+    grace: float
+    fork: bool
+    retries: int
+    outputs_declared: bool
+    interruptible: bool
+    training_seconds: float
+    error_aggregation: bool
+    max_system_failures: int
+    ignore_retry_cause: bool
+    observation_delay: float
+    interruptible_failure_threshold: int
+    plugin: str  # "upstream" | "seed-pr" | "recoverable"
+    timings: dict[str, PodTiming] = field(default_factory=dict)
+    attempts: tuple[tuple[SimEvent, ...], ...] = ()
+    seed: int = 0
+    description: str = ""
+
+    def events_for(self, attempt: int) -> tuple[SimEvent, ...]:
+        """Attempt N's events; attempts beyond the scenario's list run clean to completion."""
+        return self.attempts[attempt] if attempt < len(self.attempts) else ()
+
+    def with_plugin(self, plugin: str) -> "ScenarioSpec":
+        return replace(self, plugin=plugin)
+
+    def with_aggregation(self, on: bool) -> "ScenarioSpec":
+        return replace(self, error_aggregation=on)
+
+
+def _timing(base: PodTiming, message: pb.PodTimings) -> PodTiming:
+    values = {}
+    for proto_name, attribute in (
+        ("rendezvous_seconds", "rendezvous"),
+        ("agent_shutdown_seconds", "shutdown"),
+        ("upload_seconds", "upload"),
+        ("failure_detection_seconds", "detection"),
+    ):
+        if message.HasField(proto_name):
+            values[attribute] = getattr(message, proto_name)
+    reaction = message.on_peer_death
+    which = reaction.WhichOneof("reaction")
+    if which == "fail":
+        values["peer_failure_after"] = reaction.fail.after_seconds if reaction.fail.HasField("after_seconds") else DEFAULT_PEER_FAILURE_SECONDS
+        values["peer_failure_recoverable"] = reaction.fail.recoverable
+    elif which == "wait_in_rendezvous":
+        values["peer_failure_after"] = None
+        wait = reaction.wait_in_rendezvous
+        values["join_timeout"] = wait.timeout_seconds if wait.HasField("timeout_seconds") else DEFAULT_JOIN_TIMEOUT_SECONDS
+    return replace(base, **values)
+
+
+class _Locator:
+    """Finds the line of a field in the scenario text, for error messages."""
+
+    def __init__(self, path: str, text: str) -> None:
+        self.path = path
+        self.lines = text.splitlines()
+
+    def line_of(self, pattern: str, occurrence: int = 0) -> int:
+        regex = re.compile(pattern)
+        seen = 0
+        for number, line in enumerate(self.lines, start=1):
+            for _ in regex.finditer(line.split("#", 1)[0]):
+                if seen == occurrence:
+                    return number
+                seen += 1
+        return 1
+
+    def error(self, line: int, field_path: str, problem: str) -> ScenarioError:
+        return ScenarioError(f"{self.path}:{line}: {field_path}: {problem}")
+
+
+@dataclass(frozen=True)
+class ScenarioSource:
+    """A parsed scenario file: the message as written, and its text (for error locations)."""
+
+    message: pb.Scenario
+    text: str
+    path: str
+
+    def spec(self, plugin_override: Optional[str] = None, message: Optional[pb.Scenario] = None) -> ScenarioSpec:
+        """Check the scenario (or a variant of it, e.g. from a sweep) and apply the defaults."""
+        return _check(message if message is not None else self.message, _Locator(self.path, self.text), plugin_override)
+
+
+def parse_scenario_source(text: str, path: str = "<scenario>") -> ScenarioSource:
+    message = pb.Scenario()
+    try:
+        text_format.Parse(text, message)
+    except text_format.ParseError as e:
+        line = e.GetLine() or 1
+        problem = str(e).split(" : ", 1)[-1] if " : " in str(e) else str(e)
+        raise ScenarioError(f"{path}:{line}: {problem}") from None
+    return ScenarioSource(message, text, path)
+
+
+def read_scenario(path: str) -> ScenarioSource:
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScenarioError(f"{path}: cannot read: {e.strerror if isinstance(e, OSError) else e}") from None
+    return parse_scenario_source(text, path)
+
+
+def parse_scenario(text: str, path: str = "<scenario>", plugin_override: Optional[str] = None) -> ScenarioSpec:
+    """Parse and check scenario text; raises ScenarioError naming file, line and field."""
+    return parse_scenario_source(text, path).spec(plugin_override)
+
+
+def load_scenario(path: str, plugin_override: Optional[str] = None) -> ScenarioSpec:
+    """Read, parse and check a scenario file; raises ScenarioError naming file, line and field."""
+    return read_scenario(path).spec(plugin_override)
+
+
+def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]) -> ScenarioSpec:
+    job = message.job
+    pods = tuple(job.pods)
+    if not pods:
+        raise where.error(where.line_of(r"\bjob\b"), "job.pods", "at least one pod is required")
+    if len(set(pods)) != len(pods):
+        duplicate = next(p for p in pods if pods.count(p) > 1)
+        raise where.error(where.line_of(rf'pods:\s*"{re.escape(duplicate)}"', 1), "job.pods", f"duplicate pod {duplicate!r}")
+
+    if plugin_override is not None:
+        if plugin_override not in PLUGIN_VARIANTS:
+            raise ScenarioError(f"--plugin: unknown plugin variant {plugin_override!r} (expected {', '.join(PLUGIN_VARIANTS)})")
+        plugin = plugin_override
+    elif message.plugin == pb.PLUGIN_VARIANT_UNSPECIFIED:
+        raise where.error(1, "plugin", "missing: set UPSTREAM, SEED_PR or RECOVERABLE (or pass --plugin)")
+    else:
+        plugin = VARIANT_NAMES[message.plugin]
+
+    def non_negative(value: float, line_pattern: str, field_path: str, occurrence: int = 0) -> None:
+        if value < 0 or value != value:
+            raise where.error(where.line_of(line_pattern, occurrence), field_path, f"must be >= 0, got {value}")
+
+    grace = job.termination_grace_period_seconds if job.HasField("termination_grace_period_seconds") else DEFAULT_GRACE_SECONDS
+    non_negative(grace, r"termination_grace_period_seconds", "job.termination_grace_period_seconds")
+    training = message.task.training_seconds if message.task.HasField("training_seconds") else DEFAULT_TRAINING_SECONDS
+    non_negative(training, r"training_seconds", "task.training_seconds")
+    non_negative(message.propeller.observation_delay_seconds, r"observation_delay_seconds", "propeller.observation_delay_seconds")
+
+    for proto_name in ("rendezvous_seconds", "agent_shutdown_seconds", "upload_seconds", "failure_detection_seconds"):
+        for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
+            if timings.HasField(proto_name):
+                non_negative(getattr(timings, proto_name), proto_name, f"timings.{proto_name}", occurrence)
+    base = _timing(PodTiming(), message.timings)
+    timings = {pod: base for pod in pods}
+    for index, override in enumerate(message.pod_timings):
+        if override.pod not in timings:
+            raise where.error(where.line_of(rf'pod:\s*"{re.escape(override.pod)}"'), f"pod_timings[{index}].pod", f"unknown pod {override.pod!r} (pods: {', '.join(pods)})")
+        timings[override.pod] = _timing(base, override.timings)
+
+    attempts = []
+    event_occurrence = 0
+    for a, attempt in enumerate(message.attempts):
+        events = []
+        for e, event in enumerate(attempt.events):
+            field_path = f"attempts[{a}].events[{e}]"
+            line = where.line_of(r"\bevents\b", event_occurrence)
+            event_occurrence += 1
+            kind = event.WhichOneof("kind")
+            if kind is None:
+                raise where.error(line, field_path, "missing: one of preemption, worker_error, completion, checkpoint")
+            if event.at_seconds < 0 or event.at_seconds != event.at_seconds:
+                raise where.error(line, f"{field_path}.at_seconds", f"must be >= 0, got {event.at_seconds}")
+            if kind in ("preemption", "worker_error", "checkpoint") and not event.pod and kind != "checkpoint":
+                raise where.error(line, f"{field_path}.pod", f"missing: a {kind} needs the pod it happens to")
+            if event.pod and event.pod not in timings:
+                raise where.error(line, f"{field_path}.pod", f"unknown pod {event.pod!r} (pods: {', '.join(pods)})")
+            if event.at_seconds > training and kind != "completion":
+                raise where.error(line, f"{field_path}.at_seconds", f"{event.at_seconds} is after the job ended (training ends at {training} s)")
+            if kind == "preemption" and event.preemption.lands_during_fork and job.start_method != pb.FORK:
+                raise where.error(line, f"{field_path}.preemption.lands_during_fork", "only a fork start method forks")
+            events.append(SimEvent(
+                at=event.at_seconds,
+                kind=kind,
+                pod=event.pod,
+                recoverable=event.worker_error.recoverable if kind == "worker_error" else False,
+                lands_during_fork=event.preemption.lands_during_fork if kind == "preemption" else False,
+                message=event.worker_error.message if kind == "worker_error" else "",
+            ))
+        attempts.append(tuple(sorted(events, key=lambda ev: ev.at)))
+
+    policies = {pb.CLEAN_POD_POLICY_NONE: "None", pb.CLEAN_POD_POLICY_RUNNING: "Running", pb.CLEAN_POD_POLICY_ALL: "All"}
+    propeller = message.propeller
+    return ScenarioSpec(
+        name=message.name or Path(where.path).stem,
+        description=message.description,
+        pods=pods,
+        nproc_per_node=job.nproc_per_node or 1,
+        elastic=job.elastic if job.HasField("elastic") else True,
+        clean_pod_policy=policies[job.clean_pod_policy],
+        grace=grace,
+        fork=job.start_method == pb.FORK,
+        retries=message.task.retries,
+        outputs_declared=message.task.outputs_declared,
+        interruptible=message.task.interruptible,
+        training_seconds=training,
+        error_aggregation=propeller.error_aggregation,
+        max_system_failures=propeller.max_node_retries_system_failures if propeller.HasField("max_node_retries_system_failures") else 3,
+        ignore_retry_cause=propeller.ignore_retry_cause,
+        observation_delay=propeller.observation_delay_seconds,
+        interruptible_failure_threshold=propeller.interruptible_failure_threshold if propeller.HasField("interruptible_failure_threshold") else -1,
+        plugin=plugin,
+        timings=timings,
+        attempts=tuple(attempts),
+        seed=message.seed,
+    )

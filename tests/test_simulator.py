@@ -1,0 +1,323 @@
+"""The simulator: shipped scenarios' verdicts, the pod/operator/engine rules, determinism, bad scenarios.
+
+Pod rules mirror flytekit `entrypoint.py` `_dispatch_execute`, flytekitplugins-kfpytorch `task.py`
+`PytorchElasticFunctionTask._execute`, torch elastic `PContext.start` / `SimpleElasticAgent.run` /
+`errors/error_handler.py`; operator rules training-operator v1.8.0 `pytorchjob_controller.go`
+`UpdateJobStatus`; propeller rules as in test_propeller.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from aggregation.cli import main
+from aggregation.explore import Variation, default_variations, outcome_of, sweep
+from aggregation.record import execution_to_json
+from aggregation.report import sweep_to_json
+from aggregation.scenario import ScenarioError, load_scenario, parse_scenario, read_scenario
+from aggregation.simulate import FinalPhase, simulate
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "scenarios"
+
+
+def run(name: str, plugin: str):
+    return simulate(load_scenario(str(SCENARIOS / f"{name}.textproto"), plugin))
+
+
+def winning_code(execution, attempt=0):
+    error = execution.attempts[attempt].outcome.error
+    return error.code if error else None
+
+
+# --- the shipped incident scenarios ------------------------------------------------------------
+
+EXPECTED = {
+    # scenario: {plugin: (final phase, attempts, first attempt's error code)}
+    "preemption_during_training": {
+        "upstream": ("SUCCEEDED_SILENTLY", 1, None),
+        "seed-pr": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),
+        "recoverable": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),
+    },
+    "preemption_during_training_no_aggregation": {
+        "upstream": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
+        "seed-pr": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
+        "recoverable": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
+    },
+    "sibling_user_error_cleanup": {
+        "upstream": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
+        "seed-pr": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
+        "recoverable": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
+    },
+    "sibling_user_error_cleanup_no_aggregation": {
+        "upstream": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
+        "seed-pr": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),
+        "recoverable": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),
+    },
+    "survivor_fails_from_peer_death": {
+        "upstream": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
+        "seed-pr": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
+        "recoverable": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),
+    },
+    "signal_during_first_rendezvous": {
+        "upstream": ("RETRIED_THEN_SUCCEEDED", 2, "DownstreamSystemError"),
+        "seed-pr": ("RETRIED_THEN_SUCCEEDED", 2, "DownstreamSystemError"),
+        "recoverable": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),
+    },
+    "sigkill_after_grace_period": {
+        "upstream": ("RETRIED_THEN_SUCCEEDED", 2, "DownstreamSystemError"),
+        "seed-pr": ("RETRIED_THEN_SUCCEEDED", 2, "DownstreamSystemError"),
+        "recoverable": ("RETRIED_THEN_SUCCEEDED", 2, "DownstreamSystemError"),
+    },
+    "auto_resume_two_attempts": {
+        "upstream": ("RETRIED_THEN_SUCCEEDED", 2, "OutputsNotFound"),
+        "seed-pr": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),
+        "recoverable": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),
+    },
+}
+
+
+def test_every_shipped_scenario_has_an_expected_verdict():
+    assert {p.stem for p in SCENARIOS.glob("*.textproto")} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("scenario, plugin", [(s, p) for s, plugins in EXPECTED.items() for p in plugins])
+def test_shipped_scenario_verdict(scenario, plugin):
+    phase, attempts, code = EXPECTED[scenario][plugin]
+    execution = run(scenario, plugin)
+    assert (execution.final_phase.value, len(execution.attempts), winning_code(execution)) == (phase, attempts, code)
+
+
+def test_seed_incident_upstream_ends_green_with_nothing():
+    """The incident: IgnoreOutputs -> no file, exit 0 -> job Succeeded -> ValidateOutput succeeds silently."""
+    execution = run("preemption_during_training", "upstream")
+    attempt = execution.attempts[0]
+    assert attempt.job_condition == "Succeeded" and attempt.seen == ()
+    assert attempt.exits["train-worker-1"][0] == 0
+
+
+def test_pr_2064_case_genuine_error_wins_and_cleanup_is_visible():
+    """Earliest strategy: the sibling's genuine error is older than the cleanup's recoverable error."""
+    execution = run("sibling_user_error_cleanup", "recoverable")
+    attempt = execution.attempts[0]
+    assert attempt.read.selected.error.worker == "train-worker-0"
+    assert any(u.error and u.error.code == "USER:Recoverable" for u in attempt.seen)  # the cleaned pod's
+    assert not execution.masked_genuine_error
+
+
+def test_aggregation_off_last_writer_masks_the_genuine_error():
+    """Default reader reads error.pb only; the cleanup's later upload overwrote the genuine error."""
+    execution = run("sibling_user_error_cleanup_no_aggregation", "recoverable")
+    assert execution.masked_genuine_error
+    assert [u.name for u in execution.attempts[0].seen] == ["error.pb", "error.pb"]
+
+
+def test_survivor_stamp_truncation_decides_the_race():
+    """torch `error_handler.py` stamps int(time.time()); only the recoverable plugin keeps the sub-second part."""
+    seed = run("survivor_fails_from_peer_death", "seed-pr").attempts[0]
+    ours = run("survivor_fails_from_peer_death", "recoverable").attempts[0]
+    survivor = lambda attempt: next(u.error for u in attempt.uploads if u.pod == "train-worker-0")  # noqa: E731
+    assert survivor(seed).timestamp == 30.0  # before the signal at 30.6 that caused it
+    assert survivor(ours).timestamp == pytest.approx(30.68)
+
+
+def test_upstream_agent_dies_by_sigterm_before_its_handlers_exist():
+    """PContext.start installs handlers after the first rendezvous: exit 143, no file, job Failed."""
+    attempt = run("signal_during_first_rendezvous", "upstream").attempts[0]
+    assert attempt.exits["train-worker-1"][0] == 143
+    assert attempt.uploads == () or all(u.pod != "train-worker-1" for u in attempt.uploads)
+    assert attempt.job_condition == "Failed"
+
+
+def test_sigkill_after_grace_loses_everything():
+    attempt = run("sigkill_after_grace_period", "recoverable").attempts[0]
+    assert attempt.exits["train-worker-1"] == (137, 90.0)
+    assert attempt.read is None  # job Failed: GetPhaseInfo reads no file
+
+
+def test_second_attempt_resumes_from_the_first_attempts_checkpoint():
+    """taskexec_context.go ComputePreviousCheckpointPath: attempt N gets attempt N-1's checkpoint."""
+    execution = run("auto_resume_two_attempts", "recoverable")
+    first, second = execution.attempts
+    assert first.wrote_checkpoint and first.resumed_from is None
+    assert second.resumed_from == 0
+    assert any(u.name == "outputs.pb" for u in second.seen)
+
+
+# --- pod and operator rules ----------------------------------------------------------------------
+
+BASE = """
+plugin: RECOVERABLE
+job { pods: "a" pods: "b" %(job)s }
+task { retries: 1 training_seconds: 100 }
+propeller { error_aggregation: true observation_delay_seconds: %(delay)s }
+timings { %(timings)s }
+attempts { %(events)s }
+"""
+
+
+def scenario(events="", job="", timings="", delay=10, plugin=None):
+    return parse_scenario(BASE % {"events": events, "job": job, "timings": timings, "delay": delay}, "t.textproto", plugin)
+
+
+def test_seed_pr_stamps_after_worker_shutdown_recoverable_at_arrival():
+    """SimpleElasticAgent.run shuts workers down before re-raising: a catch-time stamp is that much late."""
+    events = 'events { at_seconds: 30.25 pod: "b" preemption {} }'
+    for plugin, expected in (("seed-pr", 35.25), ("recoverable", 30.25)):
+        attempt = simulate(scenario(events, timings="agent_shutdown_seconds: 5", plugin=plugin)).attempts[0]
+        [mine] = [u for u in attempt.uploads if u.pod == "b"]
+        assert mine.error.timestamp == pytest.approx(expected)
+        assert mine.at == pytest.approx(35.30)
+
+
+def test_signal_lost_in_fork_runs_until_sigkill():
+    """A SIGTERM inside os.fork() is dropped by CPython's at-fork hooks: the agent runs on until SIGKILL."""
+    spec = scenario('events { at_seconds: 2.001 pod: "b" preemption { lands_during_fork: true } }', job="start_method: FORK")
+    attempt = simulate(spec).attempts[0]
+    assert attempt.exits["b"] == (137, pytest.approx(32.001))
+
+
+def test_non_elastic_job_succeeds_only_with_its_master():
+    """UpdateJobStatus: non-elastic jobs are Succeeded when the Master succeeds."""
+    events = 'events { at_seconds: 30 pod: "b" preemption {} }'
+    elastic = simulate(scenario(events, plugin="upstream")).attempts[0]
+    non_elastic = simulate(scenario(events, job="elastic: false", plugin="upstream")).attempts[0]
+    assert elastic.job_terminal_at == pytest.approx(30.08)
+    assert non_elastic.job_terminal_at > 31  # only when pod a (the master) exits
+
+
+def test_clean_pod_policy_running_sigterms_the_rest():
+    events = 'events { at_seconds: 30 pod: "a" worker_error {} }'
+    spec = scenario(events, job="clean_pod_policy: CLEAN_POD_POLICY_RUNNING", timings="on_peer_death { wait_in_rendezvous {} }")
+    log = [e.what for e in simulate(spec).attempts[0].log]
+    assert any("CleanPodPolicy Running: deletes b" in line for line in log)
+    assert any("SIGTERM (operator cleanup)" in line for line in log)
+
+
+def test_uploads_after_the_observing_round_are_never_read():
+    """ValidateOutput runs once, at the round that observes success."""
+    events = 'events { at_seconds: 30 pod: "b" preemption {} }'
+    early = simulate(scenario(events, delay=0, plugin="upstream")).attempts[0]
+    assert early.seen == () and any(u.pod == "a" for u in early.uploads)
+
+
+def test_simulation_is_deterministic():
+    spec = load_scenario(str(SCENARIOS / "preemption_during_training.textproto"))
+    assert execution_to_json(simulate(spec)) == execution_to_json(simulate(spec))
+
+
+# --- sweep -------------------------------------------------------------------------------------------
+
+
+def test_sweep_reproduces_the_incident_table_deterministically():
+    source = read_scenario(str(SCENARIOS / "preemption_during_training.textproto"))
+    first = sweep_to_json(sweep(source, default_variations(source), samples=500, seed=1))
+    second = sweep_to_json(sweep(source, default_variations(source), samples=500, seed=1))
+    assert first == second
+    assert first["exhaustive"] is False and first["assignments"] <= 500
+    cells = {(c["plugin"], c["aggregation"]): c["counts"] for c in first["cells"]}
+    assert cells[("upstream", True)]["SUCCEEDED_SILENTLY"] > 0
+    assert cells[("recoverable", True)]["SUCCEEDED_SILENTLY"] == 0
+    assert cells[("recoverable", True)]["FAILED_PERMANENTLY"] == 0  # causal stamps: the preemption always wins
+    assert cells[("seed-pr", True)]["FAILED_PERMANENTLY"] > 0  # whole-second truncation lets the survivor win
+
+
+def test_small_spaces_are_enumerated_with_a_minimal_counterexample():
+    source = read_scenario(str(SCENARIOS / "survivor_fails_from_peer_death.textproto"))
+    variations = [Variation("propeller.observation_delay_seconds", (0.0, 5.0)), Variation("attempts[0].events[0].pod", ("train-worker-0", "train-worker-1"))]
+    result = sweep(source, variations, samples=100, plugins=("seed-pr",), flags=(True,))
+    assert result.exhaustive and result.assignments == 4
+    assignment, execution = result.cells[0].counterexamples["FAILED_PERMANENTLY"]
+    assert dict(assignment)["propeller.observation_delay_seconds"] == 5.0  # the first, in enumeration order
+    assert outcome_of(execution) == "FAILED_PERMANENTLY"
+
+
+# --- bad scenarios --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "events, job, message",
+    [
+        ('events { at_seconds: 5 pod: "c" preemption {} }', "", 'attempts[0].events[0].pod: unknown pod \'c\''),
+        ('events { at_seconds: -1 pod: "a" preemption {} }', "", "attempts[0].events[0].at_seconds: must be >= 0"),
+        ('events { at_seconds: 500 pod: "a" preemption {} }', "", "is after the job ended"),
+        ('events { at_seconds: 5 pod: "a" }', "", "attempts[0].events[0]: missing: one of"),
+        ('events { at_seconds: 5 preemption {} }', "", "attempts[0].events[0].pod: missing"),
+        ("", 'pods: "a"', "job.pods: duplicate pod 'a'"),
+    ],
+)
+def test_inconsistent_scenarios_name_file_line_and_field(events, job, message):
+    with pytest.raises(ScenarioError) as raised:
+        scenario(events, job=job)
+    text = str(raised.value)
+    assert text.startswith("t.textproto:") and message in text
+    line = int(text.split(":")[1])
+    assert line > 1
+
+
+def test_unknown_plugin_variant_and_missing_plugin():
+    with pytest.raises(ScenarioError, match=r"t.textproto:2:.*PluginVariant.*RECOVERABEL"):
+        parse_scenario('\nplugin: RECOVERABEL\njob { pods: "a" }', "t.textproto")
+    with pytest.raises(ScenarioError, match="t.textproto:1: plugin: missing"):
+        parse_scenario('job { pods: "a" }', "t.textproto")
+    with pytest.raises(ScenarioError, match="unknown plugin variant 'nope'"):
+        parse_scenario('job { pods: "a" }', "t.textproto", plugin_override="nope")
+
+
+def test_cli_rejects_bad_scenarios_with_exit_2(tmp_path):
+    bad = tmp_path / "bad.textproto"
+    bad.write_text('plugin: UPSTREAM\njob { pods: "a" }\nattempts {\n  events { at_seconds: 3 pod: "zz" preemption {} }\n}\n')
+    aggsim = str(Path(sys.executable).parent / "aggsim")
+    for command in (["simulate", str(bad)], ["sweep", str(bad)], ["simulate", str(tmp_path / "missing.textproto")]):
+        result = subprocess.run([aggsim, *command], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    result = subprocess.run([aggsim, "simulate", str(bad)], capture_output=True, text=True, timeout=60)
+    assert f"{bad}:4: attempts[0].events[0].pod: unknown pod 'zz'" in result.stderr
+    result = subprocess.run([aggsim, "simulate", str(SCENARIOS / "preemption_during_training.textproto"), "--plugin", "nope"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "Invalid value for '--plugin'" in result.stderr
+
+
+def test_cli_simulate_and_sweep_outputs():
+    path = str(SCENARIOS / "preemption_during_training.textproto")
+    result = CliRunner().invoke(main, ["simulate", path, "--plugin", "upstream"], terminal_width=160)
+    assert result.exit_code == 0 and "SUCCEEDED_SILENTLY" in result.output and "IgnoreOutputs" in result.output
+    record = json.loads(CliRunner().invoke(main, ["simulate", path, "--json"]).output)
+    assert record["final_phase"] == "RETRIED_THEN_SUCCEEDED" and record["attempts"][1]["resumed_from_checkpoint"] == "attempt 0"
+    assert record["attempts"][0]["files"][0]["error"]["kind"] == "RECOVERABLE"
+    out = CliRunner().invoke(main, ["sweep", path, "--vary", "propeller.observation_delay_seconds=0:4:2", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["assignments"] == 3
+    bad_vary = CliRunner().invoke(main, ["sweep", path, "--vary", "job.nosuch=1,2"])
+    assert bad_vary.exit_code == 2 and "has no field 'nosuch'" in bad_vary.output
+
+
+# --- generated code -----------------------------------------------------------------------------------
+
+
+def test_generated_python_matches_the_proto_sources(tmp_path):
+    """aggregation/proto/ is what protos/generate.py produces from protos/ (so a clone needs no protoc)."""
+    pytest.importorskip("grpc_tools")
+    sys.path.insert(0, str(ROOT / "protos"))
+    try:
+        import generate
+    finally:
+        sys.path.pop(0)
+    for fresh in generate.generate(tmp_path):
+        committed = ROOT / "aggregation" / "proto" / fresh.relative_to(tmp_path)
+        assert committed.read_text() == fresh.read_text(), f"{committed} is stale: run python protos/generate.py"
+
+
+def test_demo_prints_the_headline_table():
+    """`make demo` runs `aggsim demo`: the seed incident through the sweep."""
+    result = CliRunner().invoke(main, ["demo"], terminal_width=160)
+    assert result.exit_code == 0, result.output
+    for text in ("The seed incident", "genuine error", "upstream", "seed-pr", "recoverable", "silently", "masked"):
+        assert text in result.output
