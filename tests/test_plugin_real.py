@@ -102,6 +102,33 @@ def test_sigterm_to_agent_leaves_one_recoverable_error_document(tmp_path, start_
     sent = event_time(events, "signal.0")
     assert sent <= stamp(doc) < sent + 0.5
     assert "outputs.pb" not in uploaded_files(prefix)
+    # the simulator's pod model writes the same ContainerError for the same event
+    model_name, model = model_container_error("preemption {}", error_aggregation)
+    assert_same_container_error(name, doc.error, model_name, model)
+
+
+def model_container_error(event: str, aggregation: bool = True):
+    """What the simulator's pod model (aggregation/pods.py) writes for the same event: (file name, ContainerError)."""
+    from aggregation.documents import error_document
+    from aggregation.scenario import parse_scenario
+    from aggregation.simulate import simulate
+
+    spec = parse_scenario(
+        f'plugin: RECOVERABLE job {{ pods: "train-worker-0" nproc_per_node: 2 }} '
+        f"propeller {{ error_aggregation: {str(aggregation).lower()} observation_delay_seconds: 60 }} "
+        f"attempts {{ events {{ at_seconds: 10 pod: \"train-worker-0\" {event} }} }}"
+    )
+    [upload] = [u for u in simulate(spec).attempts[0].uploads if u.error is not None]
+    e = upload.error
+    return upload.name, error_document(code=e.code, message=e.message, recoverable=e.recoverable, origin="USER",
+                                       timestamp_ns=1, worker=e.worker).error
+
+
+def assert_same_container_error(real_name, real, model_name, model):
+    """Field for field, timestamps and message text aside."""
+    assert (real.code, real.kind, real.origin, real.worker) == (model.code, model.kind, model.origin, model.worker)
+    pattern = r"error\.pb" if model_name == "error.pb" else r"error-[0-9a-f]{32}\.pb"
+    assert re.fullmatch(pattern, real_name) and re.fullmatch(pattern, model_name)
 
 
 def test_upstream_task_leaves_nothing(tmp_path):
@@ -138,6 +165,8 @@ def test_worker_value_error_stays_non_recoverable_with_the_workers_stamp(tmp_pat
     raised = event_time(events, "raise.1")
     # torch alone would say int(raised); the plugin's refinement keeps the sub-second part
     assert raised <= stamp(doc) < raised + 0.5
+    model_name, model = model_container_error("worker_error {}")
+    assert_same_container_error(name, doc.error, model_name, model)
 
 
 @pytest.mark.parametrize("variant", ["upstream", "recoverable"])
