@@ -29,6 +29,7 @@ test: $(STAMP)
 # Benchmarks: figures are written into README.md.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_explain.py --write-readme
+	$(BIN)/python benchmarks/bench_simulate.py --write-readme
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

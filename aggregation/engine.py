@@ -7,12 +7,12 @@ order they were scheduled, so a simulation is deterministic for a given scenario
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 
-@dataclass(frozen=True)
-class LogEntry:
+class LogEntry(NamedTuple):
+    """One line of an attempt's timeline (a tuple: cheap to make, immutable)."""
+
     at: float
     pod: str
     what: str
@@ -30,7 +30,7 @@ class Clock:
     def at(self, when: float, callback: Callable[[], None]) -> None:
         """Run `callback` at simulated time `when` (never before now)."""
         self._sequence += 1
-        heapq.heappush(self._queue, (max(when, self.now), self._sequence, callback))
+        heapq.heappush(self._queue, (when if when > self.now else self.now, self._sequence, callback))
 
     def note(self, pod: str, what: str) -> None:
         self.log.append(LogEntry(self.now, pod, what))

@@ -25,7 +25,8 @@ class TrainingOperator:
         self.condition: Optional[str] = None  # "Succeeded" | "Failed" once terminal
         self.terminal_at: Optional[float] = None
 
-    def pod_exited(self, pod: str, exit_code: int, running_pods: list[str]) -> None:
+    def pod_exited(self, pod: str, exit_code: int, running_pods: Callable[[], list[str]]) -> None:
+        """`running_pods` is asked only when the job turns terminal (so N exits cost O(N), not O(N^2))."""
         if self.condition is not None:
             return
         if exit_code != 0:
@@ -34,10 +35,10 @@ class TrainingOperator:
             why = "an elastic job succeeds when one worker pod succeeds" if self.elastic else "the master succeeded"
             self._terminal("Succeeded", f"pod {pod} succeeded: {why}", running_pods)
 
-    def _terminal(self, condition: str, why: str, running_pods: list[str]) -> None:
+    def _terminal(self, condition: str, why: str, running_pods: Callable[[], list[str]]) -> None:
         self.condition, self.terminal_at = condition, self.clock.now
         self.clock.note("operator", f"job {condition}: {why}")
         if self.clean_pod_policy in ("Running", "All"):
-            for pod in running_pods:
+            for pod in running_pods():
                 self.clock.note("operator", f"CleanPodPolicy {self.clean_pod_policy}: deletes {pod}")
                 self.delete_pod(pod)

@@ -17,8 +17,8 @@ before re-raise), `errors/error_handler.py` (`int(time.time())` stamps).
 
 from __future__ import annotations
 
+import hashlib
 import math
-import random
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -247,4 +247,4 @@ def error_file_name(aggregation: bool, seed: int, attempt: int, pod: str) -> str
     """flytekit `_build_error_file_name`: `error-<uuid4 hex>.pb` with `_F_DES`, else `error.pb` (deterministic here)."""
     if not aggregation:
         return "error.pb"
-    return f"error-{random.Random(f'{seed}/{attempt}/{pod}').getrandbits(128):032x}.pb"
+    return f"error-{hashlib.blake2b(f'{seed}/{attempt}/{pod}'.encode(), digest_size=16).hexdigest()}.pb"

@@ -95,6 +95,7 @@ class _Attempt(PodHooks):
         self.operator = TrainingOperator(spec.elastic, spec.pods[0], spec.clean_pod_policy, self.clock,
                                          lambda pod: self.pods[pod].signal("operator cleanup"))
         self.checkpoint_written = False
+        self.collective_broken = False
         self.preempted = False
         self.completed = False
 
@@ -103,10 +104,13 @@ class _Attempt(PodHooks):
         self.uploads.append(upload)
 
     def pod_exited(self, pod: Pod, code: int) -> None:
-        running = [p.name for p in self.pods.values() if p.exit_code is None]
-        self.operator.pod_exited(pod.name, code, running)
+        self.operator.pod_exited(pod.name, code, lambda: [p.name for p in self.pods.values() if p.exit_code is None])
 
     def peer_died(self, pod: Pod, at: float) -> None:
+        # One process group spans every pod: the first death breaks it for everyone; later deaths change nothing.
+        if self.collective_broken:
+            return
+        self.collective_broken = True
         for other in self.pods.values():
             if other is not pod:
                 self.clock.at(at, other.peer_death)
