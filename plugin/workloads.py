@@ -13,6 +13,10 @@ serves every scenario:
   checkpoint flush), which is what makes a stamp taken after shutdown late.
 - ``AGGSIM_TRAIN_SECONDS``: how long to keep training (an ``all_reduce`` per step) before returning;
   default 60 s, i.e. "until something stops us".
+- ``AGGSIM_CONTROL``: a JSON file the local job runner writes once training is under way, with absolute
+  times: ``finish_at``, ``raise`` (``[{"rank", "at", "message"}]``) and ``checkpoint_at``. Rank 0
+  writes its step through flytekit's checkpoint API at each ``checkpoint_at`` and, at start, reads the
+  previous attempt's (``--prev-checkpoint``), recording ``resumed-<step>``.
 
 Tasks are named ``<variant>_<start method>_<nnodes>x<nproc>``, variant ``upstream`` (flytekit's
 plugin as released) or ``recoverable`` (this project's).
@@ -20,10 +24,12 @@ plugin as released) or ``recoverable`` (this project's).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
 
+import flytekit
 from flytekit import task
 from flytekitplugins.kfpytorch import Elastic as UpstreamElastic
 
@@ -51,8 +57,36 @@ def _slow_exit_on_terminate(seconds: float) -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def _control() -> dict:
+    """The runner's instructions for this attempt (absolute times), once it has written them."""
+    path = os.environ.get("AGGSIM_CONTROL")
+    if not path:
+        return {}
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _resume_step() -> int:
+    """The step the previous attempt checkpointed (flytekit's checkpoint API), or 0."""
+    try:
+        data = flytekit.current_context().checkpoint.read()
+    except (NotImplementedError, ValueError, OSError):
+        return 0
+    return int(data.decode()) if data else 0
+
+
+def _save_step(step: int) -> None:
+    try:
+        flytekit.current_context().checkpoint.write(str(step).encode())
+    except NotImplementedError:  # no checkpoint path given to this execution
+        pass
+
+
 def train() -> None:
-    """A few SGD-free steps of a real collective: enough for a peer's death to break the survivors."""
+    """SGD on a tiny model, gradients averaged with a gloo `all_reduce`: a peer's death breaks the survivors."""
     import torch
     import torch.distributed as dist
 
@@ -61,9 +95,18 @@ def train() -> None:
         _slow_exit_on_terminate(shutdown_seconds)
 
     dist.init_process_group("gloo")
-    rank = dist.get_rank()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    # everything slow (the checkpoint API's first use, model set-up) happens before the barrier, so the
+    # barrier means "training starts now" to whoever schedules events after it
+    start_step = _resume_step() if rank == 0 else 0
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    inputs, targets = torch.randn(8, 4), torch.randn(8, 1)
     dist.barrier()
     record_event("barrier", rank)
+    if rank == 0 and start_step:
+        record_event(f"resumed-{start_step}", rank)
 
     raise_on = os.environ.get("AGGSIM_RAISE_ON_RANK")
     if raise_on is not None and int(raise_on) == rank:
@@ -77,9 +120,31 @@ def train() -> None:
         os.kill(os.getppid(), getattr(signal, signal_name))
 
     deadline = time.time() + float(os.environ.get("AGGSIM_TRAIN_SECONDS", "60"))
-    value = torch.ones(1)
-    while time.time() < deadline:
-        dist.all_reduce(value)
+    step = start_step
+    checkpointed_at = set()
+    while True:
+        control = _control()
+        now = time.time()
+        if now >= control.get("finish_at", deadline):
+            break
+        for planned in control.get("raise", ()):
+            if planned["rank"] == rank and now >= planned["at"]:
+                record_event("raise", rank)
+                raise ValueError(planned.get("message") or f"worker with global rank {rank} failed")
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(inputs), targets)
+        loss.backward()
+        for parameter in model.parameters():
+            dist.all_reduce(parameter.grad)
+            parameter.grad /= world
+        optimizer.step()
+        step += 1
+        if rank == 0:
+            due = [at for at in control.get("checkpoint_at", ()) if at <= now and at not in checkpointed_at]
+            if due:
+                checkpointed_at.update(due)
+                _save_step(step)
+                record_event(f"checkpoint-{len(checkpointed_at)}", rank)
         time.sleep(0.01)
     record_event("done", rank)
     dist.destroy_process_group()
@@ -114,6 +179,26 @@ def upstream_spawn_2x1() -> None:
 
 @task(task_config=_config(UpstreamElastic, "fork", 2, 1))
 def upstream_fork_2x1() -> None:
+    train()
+
+
+@task(task_config=_config(UpstreamElastic, "spawn", 2, 2))
+def upstream_spawn_2x2() -> None:
+    train()
+
+
+@task(task_config=_config(UpstreamElastic, "fork", 2, 2))
+def upstream_fork_2x2() -> None:
+    train()
+
+
+@task(task_config=_config(RecoverableElastic, "spawn", 2, 2))
+def recoverable_spawn_2x2() -> None:
+    train()
+
+
+@task(task_config=_config(RecoverableElastic, "fork", 2, 2))
+def recoverable_fork_2x2() -> None:
     train()
 
 

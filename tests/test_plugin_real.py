@@ -256,5 +256,6 @@ def test_survivor_failing_from_peer_death_sorts_after_the_signal(tmp_path):
     signalled, survivor = by_worker["train-worker-1"], by_worker["train-worker-0"]
     assert signalled.error.kind == errors_pb2.ContainerError.RECOVERABLE
     assert survivor.error.kind == errors_pb2.ContainerError.NON_RECOVERABLE
-    assert sent <= stamp(signalled) < stamp(survivor) < sent + 1.0
+    # causal order; the upper bound only guards against nonsense (a loaded machine delays the survivor)
+    assert sent <= stamp(signalled) < stamp(survivor) < sent + 15
     assert stamp(survivor) != int(stamp(survivor)), "the survivor kept torch's whole-second stamp"
