@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-real test bench install clean
+.PHONY: demo demo-real test test-real bench install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ demo-real: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The full real-process conformance set (several minutes on 2 cores).
+test-real: $(STAMP)
+	AGGSIM_CONFORMANCE_RUNS=3 $(BIN)/python -m pytest -q -m "slow or race"
 
 # Benchmarks: figures are written into README.md.
 bench: $(STAMP)

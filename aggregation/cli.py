@@ -203,6 +203,62 @@ def sweep(scenario_path, varies, samples, seed, plugins, as_json) -> None:
         render_sweep(result, Console())
 
 
+@main.command("run-local")
+@click.argument("scenario_path", metavar="SCENARIO.textproto")
+@click.option("--plugin", type=click.Choice(["upstream", "recoverable"]), help="override the scenario's plugin")
+@click.option("--work-dir", type=click.Path(file_okay=False), help="keep the pods' files here (default: a temp dir)")
+@click.option("--json", "as_json", is_flag=True, help="print both aggsim.v1.Execution records and the diff")
+def run_local(scenario_path, plugin, work_dir, as_json) -> None:
+    """Run a scenario for real (pods as processes), next to the simulator's verdict. Exit 1 if they differ."""
+    import tempfile
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+    warnings.filterwarnings("ignore", message="Configuring shared memory via")
+    from aggregation.record import execution_to_proto
+    from aggregation.scenario import ScenarioError, load_scenario
+    from aggregation.simulate import simulate as run_simulation
+
+    try:
+        spec = load_scenario(scenario_path, plugin)
+    except ScenarioError as e:
+        _fail(str(e))
+        return
+    try:
+        from plugin.local_job import LocalJobError, compare, real_to_proto, run_local as run_real
+    except ImportError as e:
+        _fail(f"run-local needs the plugin extra (flytekit, torch): {e}")
+        return
+    simulated = execution_to_proto(run_simulation(spec))
+    console = Console(stderr=as_json)
+    with tempfile.TemporaryDirectory(prefix="aggsim-run-") as tmp:
+        try:
+            with console.status(f"running {spec.name} for real ({len(spec.pods)} pods, plugin {spec.plugin})..."):
+                real = real_to_proto(run_real(spec, Path(work_dir) if work_dir else Path(tmp)))
+        except (LocalJobError, ValueError) as e:
+            _fail(f"{scenario_path}: {e}")
+            return
+    diff = compare(simulated, real)
+    agree = all(a == b for _, a, b in diff)
+    if as_json:
+        from google.protobuf import json_format
+
+        as_dict = lambda m: json_format.MessageToDict(m, preserving_proto_field_name=True)  # noqa: E731
+        click.echo(json.dumps({"real": as_dict(real), "simulated": as_dict(simulated), "agree": agree,
+                               "diff": [{"field": f, "simulated": str(a), "real": str(b)} for f, a, b in diff]}, indent=2))
+    else:
+        from aggregation.report import render_record_timeline
+
+        render_record_timeline(real, console, "real run")
+        table = Table(title="real vs simulated verdict")
+        for column in ("field", "simulated", "real", ""):
+            table.add_column(column)
+        for field, a, b in diff:
+            table.add_row(field, str(a), str(b), "[green]=[/green]" if a == b else "[bold red]differs[/bold red]")
+        console.print(table)
+    sys.exit(0 if agree else 1)
+
+
 @main.command()
 @click.option("--real", is_flag=True, help="run real pods (pyflyte-execute, torch elastic) instead of the sweep")
 def demo(real: bool) -> None:

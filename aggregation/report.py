@@ -115,3 +115,15 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
             for cell in result.cells
         ],
     }
+
+
+def render_record_timeline(record, console: Console, label: str) -> None:
+    """Timelines of an `aggsim.v1.Execution` record (a real run's, or a simulated one's)."""
+    for attempt in record.attempts:
+        console.rule(f"{label}: attempt {attempt.attempt}"
+                     f"{' (resumes from ' + attempt.resumed_from_checkpoint + ')' if attempt.resumed_from_checkpoint else ''}")
+        for entry in attempt.timeline:
+            console.print(f"{entry.at_seconds:9.3f}  {entry.pod:<16} {entry.what}", highlight=False, markup=False)
+        won = f", {attempt.winning_file} wins ({attempt.rule})" if attempt.winning_file else ""
+        console.print(f"propeller: job {attempt.job_condition}{won} -> task {attempt.task_phase} -> node {attempt.decision}"
+                      f"{' ' + attempt.node_code if attempt.node_code else ''}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import signal
 import socket
@@ -48,6 +49,7 @@ from plugin.workloads import task_name
 MAX_REAL_ATTEMPTS = 6
 START_TIMEOUT = 120.0  # pods must reach their first barrier within this
 ATTEMPT_TIMEOUT = 240.0  # an attempt longer than this is a failure (and is killed)
+MAX_LOCAL_WORKERS = max(4, 2 * (os.cpu_count() or 1))  # gloo workers on CPU: beyond this, timings mean nothing
 QUIET_TRAINING = 3.0  # real seconds of training before the first scheduled event (a first checkpoint write takes ~1 s)
 
 
@@ -157,6 +159,9 @@ def run_local(spec: ScenarioSpec, work_dir: Path, start_method: Optional[str] = 
     if spec.plugin == "seed-pr":
         raise LocalJobError("the seed-pr variant exists only in the simulator; run upstream or recoverable")
     nproc = spec.nproc_per_node
+    if len(spec.pods) * nproc > MAX_LOCAL_WORKERS:
+        raise LocalJobError(f"{len(spec.pods)} pods x {nproc} workers is more than this machine can hold "
+                            f"({MAX_LOCAL_WORKERS} worker processes at most on {os.cpu_count()} cores)")
     method = start_method or ("fork" if spec.fork else "spawn")
     name = task_name(spec.plugin, method, len(spec.pods), nproc)  # ValueError if no such workload
     work_dir = Path(work_dir)
@@ -355,3 +360,57 @@ def _observe(spec, prefix: Path, snapshot: Path, result: RealAttempt, state, con
     strategy = "earliest" if spec.error_aggregation else "default"
     result.explanation = explain_prefix(str(snapshot), strategy, spec.outputs_declared, spec.retries, state, config)
     result.outcome, result.decision = result.explanation.outcome, result.explanation.decision
+
+
+def real_to_proto(execution: RealExecution):
+    """The real run as an `aggsim.v1.Execution` (source "real"), diffable against a simulated one."""
+    from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
+    from aggregation.scenario import PLUGIN_VARIANTS
+
+    spec = execution.spec
+    record = pb.Execution(scenario=spec.name, plugin=PLUGIN_VARIANTS[spec.plugin], error_aggregation=spec.error_aggregation,
+                          final_phase=pb.FinalPhase.Value(execution.final_phase), final_code=execution.final_code or "",
+                          source="real")
+    for attempt in execution.attempts:
+        item = record.attempts.add(
+            attempt=attempt.attempt, job_condition=attempt.job_condition, job_terminal_at=attempt.terminal_at,
+            observed_at=attempt.observed_at, task_phase=attempt.outcome.phase.value,
+            decision=attempt.decision.decision.value, node_code=attempt.decision.code or "",
+            resumed_from_checkpoint=f"attempt {attempt.attempt - 1} (step {attempt.resumed_step})" if attempt.resumed_step else "",
+            wrote_checkpoint=attempt.wrote_checkpoint, preempted=attempt.preempted,
+        )
+        for entry in attempt.timeline:
+            item.timeline.add(at_seconds=entry.at, pod=entry.pod, what=entry.what)
+        for pod, (code, at) in attempt.exits.items():
+            item.pods.add(pod=pod, exit_code=code, exited_at=at)
+        for name, at in attempt.uploads:
+            item.files.add(name=name, uploaded_at=at, seen_by_propeller=at <= attempt.observed_at)
+        explanation = attempt.explanation
+        if explanation is not None:
+            item.rule = explanation.read.rule
+            if explanation.read.selected is not None:
+                item.winning_file = explanation.read.selected.path
+        if attempt.outcome.error is not None:
+            item.error.CopyFrom(attempt.outcome.error.to_proto())
+    return record
+
+
+def verdict_fields(record) -> dict:
+    """What a real run and a simulated run must agree on (timings and file hashes aside)."""
+    from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
+
+    fields = {"final_phase": pb.FinalPhase.Name(record.final_phase), "attempts": len(record.attempts),
+              "final_code": record.final_code}
+    for item in record.attempts:
+        prefix = f"attempt {item.attempt}"
+        fields[f"{prefix} job"] = item.job_condition
+        fields[f"{prefix} decision"] = item.decision
+        fields[f"{prefix} error"] = (item.error.code, item.error.kind, item.error.worker) if item.HasField("error") else None
+        fields[f"{prefix} resumes from a checkpoint"] = bool(item.resumed_from_checkpoint)
+    return fields
+
+
+def compare(simulated, real) -> list[tuple[str, object, object]]:
+    """(field, simulated value, real value) for every verdict field; equal values mean conformance."""
+    sim, got = verdict_fields(simulated), verdict_fields(real)
+    return [(key, sim.get(key), got.get(key)) for key in dict.fromkeys(list(sim) + list(got))]
