@@ -12,7 +12,7 @@ $(BIN)/python:
 # Reinstall when the dependency list or the constraints change.
 $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[plugin,test]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[plugin,test,notebooks]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -153,7 +153,8 @@ PLUGIN_CHOICE = click.Choice(["upstream", "seed-pr", "recoverable"])
 @click.option("--plugin", type=PLUGIN_CHOICE, help="override the scenario's plugin variant")
 @click.option("--aggregation/--no-aggregation", default=None, help="override enable-distributed-error-aggregation")
 @click.option("--json", "as_json", is_flag=True, help="print the aggsim.v1.Execution record as JSON")
-def simulate(scenario_path, plugin, aggregation, as_json) -> None:
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="also draw the per-pod timeline to this PNG")
+def simulate(scenario_path, plugin, aggregation, as_json, plot_path) -> None:
     """Simulate a scenario: every attempt's timeline, propeller's read and decision, the final phase."""
     from aggregation.record import execution_to_json
     from aggregation.scenario import ScenarioError, load_scenario
@@ -167,6 +168,20 @@ def simulate(scenario_path, plugin, aggregation, as_json) -> None:
     if aggregation is not None:
         spec = spec.with_aggregation(aggregation)
     execution = run(spec)
+    if plot_path:
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")  # a file, never a window
+            from aggregation.plot import timeline_figure
+        except ImportError as e:
+            _fail(f"--plot needs matplotlib: pip install 'flyte-aggsim[notebooks]' ({e})")
+            return
+        try:
+            timeline_figure(execution).savefig(plot_path, dpi=110)
+        except OSError as e:
+            _fail(f"--plot {plot_path}: {e.strerror}")
+            return
     if as_json:
         click.echo(json.dumps(execution_to_json(execution), indent=2))
         return
