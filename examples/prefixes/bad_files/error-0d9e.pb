@@ -1,0 +1,3 @@
+
+1
+USER:Recoverable	preempted 2train-worker-1

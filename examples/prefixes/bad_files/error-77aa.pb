@@ -1,0 +1,3 @@
+
+#
+USER:RuntimeErrorboom *£ý³Ø

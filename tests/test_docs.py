@@ -1,0 +1,66 @@
+"""Every `$ aggsim ...` command shown in README.md and docs/ runs, from the repository root, as documented.
+
+A command exits 0 unless its line says `# exits 1` (or `# a race: exits 0 or 1`). Commands that start real pods run in `make test-real`.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+AGGSIM = str(Path(sys.executable).parent / "aggsim")
+SLOW = ("run-local", "demo --real")
+
+
+def documented_commands():
+    found = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        in_block = False
+        for number, line in enumerate(doc.read_text().splitlines(), start=1):
+            if line.startswith("```"):
+                in_block = not in_block
+                continue
+            match = re.match(r"\$ (aggsim .*)", line.strip()) if in_block else None
+            if match:
+                command, _, comment = match.group(1).partition("#")
+                expected = (0, 1) if "exits 0 or 1" in comment else (1,) if "exits 1" in comment else (0,)
+                marks = [pytest.mark.slow, pytest.mark.plugin, pytest.mark.real] if any(s in command for s in SLOW) else []
+                found.append(pytest.param(command.strip(), expected, id=f"{doc.name}:{number}", marks=marks))
+    return found
+
+
+COMMANDS = documented_commands()
+
+
+def test_the_docs_show_commands():
+    assert len(COMMANDS) >= 12
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("command, expected", COMMANDS)
+def test_documented_command_runs(command, expected):
+    args = shlex.split(command)
+    result = subprocess.run([AGGSIM, *args[1:]], cwd=ROOT, capture_output=True, text=True, timeout=580)
+    assert result.returncode in expected, f"{command}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+    assert "Traceback" not in result.stderr
+
+
+def test_example_prefixes_are_what_their_generator_writes(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import make_prefixes
+    finally:
+        sys.path.pop(0)
+    monkeypatch.setattr(make_prefixes, "HERE", tmp_path)
+    make_prefixes.main()
+    fresh = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    committed = sorted(p.relative_to(ROOT / "examples") for p in (ROOT / "examples" / "prefixes").rglob("*") if p.is_file())
+    assert fresh == committed
+    for relative in fresh:
+        assert (tmp_path / relative).read_bytes() == (ROOT / "examples" / relative).read_bytes()
