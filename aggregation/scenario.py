@@ -83,6 +83,16 @@ class ScenarioSpec:
         """Attempt N's events; attempts beyond the scenario's list run clean to completion."""
         return self.attempts[attempt] if attempt < len(self.attempts) else ()
 
+    def propeller_config(self):
+        """The scenario's propeller settings as the model's `PropellerConfig`."""
+        from aggregation.propeller import PropellerConfig
+
+        return PropellerConfig(
+            max_node_retries_system_failures=self.max_system_failures,
+            ignore_retry_cause=self.ignore_retry_cause,
+            interruptible_failure_threshold=self.interruptible_failure_threshold,
+        )
+
     def with_plugin(self, plugin: str) -> "ScenarioSpec":
         return replace(self, plugin=plugin)
 

@@ -10,7 +10,7 @@ previous attempt's checkpoint if it wrote one.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 from aggregation.documents import error_document_bytes
@@ -22,7 +22,6 @@ from aggregation.propeller import (
     JobCondition,
     NodeDecision,
     NodeState,
-    PropellerConfig,
     TaskOutcome,
     node_decision,
     runs_on_interruptible,
@@ -144,11 +143,7 @@ class _Attempt(PodHooks):
 
 
 def _judge(spec: ScenarioSpec, seen: list[Upload], condition: str, retries_state: NodeState) -> tuple[Optional[ReadResult], TaskOutcome, NodeDecision]:
-    config = PropellerConfig(
-        max_node_retries_system_failures=spec.max_system_failures,
-        ignore_retry_cause=spec.ignore_retry_cause,
-        interruptible_failure_threshold=spec.interruptible_failure_threshold,
-    )
+    config = spec.propeller_config()
     if condition != "Succeeded":
         outcome = task_outcome(JobCondition.FAILED, condition_message="a pod failed")
         return None, outcome, node_decision(outcome, spec.retries, retries_state, config)
@@ -183,9 +178,7 @@ def run_attempt(spec: ScenarioSpec, attempt: int, state: NodeState, resumed_from
     winner = next((u for u in reversed(seen) if u.name == chosen), None)
     genuine_happened = any(u.error is not None and u.error.genuine for u in world.uploads)
     masked = genuine_happened and not (winner is not None and winner.error is not None and winner.error.genuine)
-    config = PropellerConfig(max_node_retries_system_failures=spec.max_system_failures,
-                             ignore_retry_cause=spec.ignore_retry_cause,
-                             interruptible_failure_threshold=spec.interruptible_failure_threshold)
+    config = spec.propeller_config()
     return AttemptResult(
         attempt=attempt,
         log=tuple(world.clock.log),
@@ -207,6 +200,13 @@ def run_attempt(spec: ScenarioSpec, attempt: int, state: NodeState, resumed_from
     )
 
 
+def success_phase(attempt: int, preempted: bool, completed: bool) -> FinalPhase:
+    """How a node that succeeded at `attempt` is reported (for simulated and real runs alike)."""
+    if preempted and not completed:
+        return FinalPhase.SUCCEEDED_SILENTLY  # green, though training never finished
+    return FinalPhase.RETRIED_THEN_SUCCEEDED if attempt > 0 else FinalPhase.SUCCEEDED
+
+
 def simulate(spec: ScenarioSpec) -> Execution:
     """Every attempt of the node until it succeeds or fails for good."""
     state = NodeState()
@@ -222,12 +222,6 @@ def simulate(spec: ScenarioSpec) -> Execution:
             state = decision.next_state
             continue
         if decision.decision is Decision.SUCCEED:
-            if result.preempted and not result.completed:
-                phase = FinalPhase.SUCCEEDED_SILENTLY  # green, though training never finished
-            elif attempt > 0:
-                phase = FinalPhase.RETRIED_THEN_SUCCEEDED
-            else:
-                phase = FinalPhase.SUCCEEDED
-            return Execution(spec, tuple(attempts), phase)
+            return Execution(spec, tuple(attempts), success_phase(attempt, result.preempted, result.completed))
         return Execution(spec, tuple(attempts), FinalPhase.FAILED_PERMANENTLY, decision.code, decision.kind)
     raise RuntimeError(f"{spec.name}: more than {MAX_ATTEMPTS} attempts")

@@ -62,7 +62,7 @@ def all_cores_rate(text: str, seconds: float) -> tuple[float, int]:
 def scenario_with(pods: int, attempts: int) -> str:
     names = " ".join(f'pods: "train-worker-{i}"' for i in range(pods))
     preempted = "\n".join(
-        f'attempts {{ events {{ at_seconds: 10 checkpoint {{}} }} events {{ at_seconds: 30.6 pod: "train-worker-1" preemption {{}} }} }}'
+        'attempts { events { at_seconds: 10 checkpoint {} } events { at_seconds: 30.6 pod: "train-worker-1" preemption {} } }'
         for _ in range(attempts)
     )
     return (

@@ -37,12 +37,12 @@ from aggregation.propeller import (
     JobCondition,
     NodeDecision,
     NodeState,
-    PropellerConfig,
     TaskOutcome,
     node_decision,
     task_outcome,
 )
 from aggregation.scenario import ScenarioSpec
+from aggregation.simulate import success_phase
 from plugin.local_pod import LocalPod, PodSpec
 from plugin.workloads import task_name
 
@@ -166,9 +166,7 @@ def run_local(spec: ScenarioSpec, work_dir: Path, start_method: Optional[str] = 
     name = task_name(spec.plugin, method, len(spec.pods), nproc)  # ValueError if no such workload
     work_dir = Path(work_dir)
     state = NodeState()
-    config = PropellerConfig(max_node_retries_system_failures=spec.max_system_failures,
-                             ignore_retry_cause=spec.ignore_retry_cause,
-                             interruptible_failure_threshold=spec.interruptible_failure_threshold)
+    config = spec.propeller_config()
     attempts: list[RealAttempt] = []
     for attempt in range(MAX_REAL_ATTEMPTS):
         result = _run_attempt(spec, attempt, name, work_dir, state, config)
@@ -178,11 +176,7 @@ def run_local(spec: ScenarioSpec, work_dir: Path, start_method: Optional[str] = 
             state = decision.next_state
             continue
         if decision.decision is Decision.SUCCEED:
-            if result.preempted and not result.completed:
-                phase = "SUCCEEDED_SILENTLY"
-            else:
-                phase = "RETRIED_THEN_SUCCEEDED" if attempt else "SUCCEEDED"
-            return RealExecution(spec, attempts, phase)
+            return RealExecution(spec, attempts, success_phase(attempt, result.preempted, result.completed).value)
         return RealExecution(spec, attempts, "FAILED_PERMANENTLY", decision.code)
     raise LocalJobError(f"more than {MAX_REAL_ATTEMPTS} real attempts")
 

@@ -8,7 +8,6 @@ Every pod runs in its own process group and is SIGKILLed on the way out, pass or
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import socket

@@ -1,6 +1,5 @@
 """The pytest plugin, tested the way users meet it: in a separate pytest run (pytester)."""
 
-import pytest
 
 pytest_plugins = ["pytester"]
 

@@ -21,7 +21,7 @@ from aggregation.explore import Variation, default_variations, outcome_of, sweep
 from aggregation.record import execution_to_json
 from aggregation.report import sweep_to_json
 from aggregation.scenario import ScenarioError, load_scenario, parse_scenario, read_scenario
-from aggregation.simulate import FinalPhase, simulate
+from aggregation.simulate import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
