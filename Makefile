@@ -28,7 +28,7 @@ test: $(STAMP)
 
 # The full real-process conformance set (several minutes on 2 cores).
 test-real: $(STAMP)
-	AGGSIM_CONFORMANCE_RUNS=3 $(BIN)/python -m pytest -q -m "slow or race"
+	AGGSIM_CONFORMANCE_RUNS=2 $(BIN)/python -m pytest -q -m "slow or race"
 
 # Benchmarks: figures are written into README.md.
 bench: $(STAMP)

@@ -50,6 +50,7 @@ MAX_REAL_ATTEMPTS = 6
 START_TIMEOUT = 120.0  # pods must reach their first barrier within this
 ATTEMPT_TIMEOUT = 240.0  # an attempt longer than this is a failure (and is killed)
 MAX_LOCAL_WORKERS = max(4, 2 * (os.cpu_count() or 1))  # gloo workers on CPU: beyond this, timings mean nothing
+SHUTDOWN_WORTH_MODELLING = 0.5  # shorter scenario shutdowns are what real workers do anyway
 QUIET_TRAINING = 3.0  # real seconds of training before the first scheduled event (a first checkpoint write takes ~1 s)
 
 
@@ -197,7 +198,10 @@ def _run_attempt(spec, attempt, task, work_dir, state, config) -> RealAttempt:
             name=pod, task_name=task, output_prefix=prefix, error_aggregation=spec.error_aggregation,
             nnodes=len(spec.pods), rendezvous_endpoint=f"localhost:{port}", execution_id=f"{spec.name}-{attempt}",
             checkpoint_path=checkpoint, prev_checkpoint=previous,
-            extra_env={"AGGSIM_EVENTS_DIR": str(events_dir), "AGGSIM_CONTROL": str(control), "AGGSIM_TRAIN_SECONDS": "600"},
+            extra_env={"AGGSIM_EVENTS_DIR": str(events_dir), "AGGSIM_CONTROL": str(control), "AGGSIM_TRAIN_SECONDS": "600",
+                       # the scenario's shutdown time is how long this pod's workers take to exit on SIGTERM
+                       "AGGSIM_WORKER_SHUTDOWN_SECONDS": str(spec.timings[pod].shutdown)
+                       if spec.timings[pod].shutdown > SHUTDOWN_WORTH_MODELLING else "0"},
         )
         for pod in spec.pods
     ]

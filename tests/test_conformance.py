@@ -116,3 +116,57 @@ def test_more_pods_than_the_machine_can_hold_is_refused_before_starting(tmp_path
     with pytest.raises(LocalJobError, match="more than this machine can hold"):
         run_local(spec, tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_workers_that_outlive_the_grace_period_are_sigkilled(tmp_path):
+    """A pod whose workers ignore SIGTERM longer than the grace period: SIGKILL, exit 137, job Failed, retry."""
+    from aggregation.scenario import parse_scenario
+    from plugin.local_job import real_to_proto, run_local
+
+    spec = parse_scenario(
+        'name: "hung" plugin: RECOVERABLE seed: 1 '
+        'job { pods: "train-worker-0" pods: "train-worker-1" nproc_per_node: 1 termination_grace_period_seconds: 3 } '
+        "task { retries: 1 training_seconds: 60 } propeller { error_aggregation: true observation_delay_seconds: 1 } "
+        'pod_timings { pod: "train-worker-1" timings { agent_shutdown_seconds: 20 } } '
+        'attempts { events { at_seconds: 10.3 pod: "train-worker-1" preemption {} } }'
+    )
+    real = real_to_proto(run_local(spec, tmp_path))
+    assert leftover_processes(tmp_path) == []
+    first = real.attempts[0]
+    assert dict((p.pod, p.exit_code) for p in first.pods)["train-worker-1"] == 137
+    assert first.job_condition == "Failed" and first.decision == "RETRY"
+    assert any(e.what.startswith("SIGKILL") for e in first.timeline)
+
+
+def test_pod_that_crashes_before_the_rendezvous_is_a_clear_error_and_nothing_is_left(tmp_path, monkeypatch):
+    """A pod that cannot even load its task ends the run with one clear line; every process is reaped."""
+    from aggregation.scenario import load_scenario
+    from plugin import local_job
+
+    monkeypatch.setattr(local_job, "task_name", lambda *args: "no_such_task")
+    spec = load_scenario(str(SCENARIOS / "preemption_during_training.textproto"), "recoverable")
+    with pytest.raises(local_job.LocalJobError, match=r"pod train-worker-\d exited .* before training"):
+        local_job.run_local(spec, tmp_path)
+    assert leftover_processes(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_rendezvous_port_already_taken_is_a_clear_error_and_nothing_is_left(tmp_path, monkeypatch):
+    import socket
+
+    from aggregation.scenario import load_scenario
+    from plugin import local_job
+
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    try:
+        monkeypatch.setattr(local_job, "free_port", lambda: squatter.getsockname()[1])
+        monkeypatch.setattr(local_job, "START_TIMEOUT", 20.0)
+        spec = load_scenario(str(SCENARIOS / "preemption_during_training.textproto"), "recoverable")
+        with pytest.raises(local_job.LocalJobError):
+            local_job.run_local(spec, tmp_path)
+    finally:
+        squatter.close()
+    assert leftover_processes(tmp_path) == []
