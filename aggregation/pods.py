@@ -147,12 +147,13 @@ class Pod:
             self.hooks.peer_died(self, arrived)
             return
         had_workers = self.state in (TRAINING, FAILING)
+        left_rendezvous = self.state == STARTING
         self._change_course(STOPPING)
         shutdown = self.timing.shutdown if had_workers else 0.0
         if shutdown >= self.grace:
             return  # workers outlive the grace period: SIGKILL comes first
         self._later(shutdown, lambda: self._on_signal_caught(arrived))
-        if had_workers:
+        if had_workers or left_rendezvous:  # a node leaving the first rendezvous strands its peers there
             self.clock.at(arrived + shutdown, lambda: self.hooks.peer_died(self, arrived + shutdown))
 
     def _on_signal_caught(self, arrived: float) -> None:

@@ -321,3 +321,11 @@ def test_demo_prints_the_headline_table():
     assert result.exit_code == 0, result.output
     for text in ("The seed incident", "genuine error", "upstream", "seed-pr", "recoverable", "silently", "masked"):
         assert text in result.output
+
+
+def test_a_node_leaving_the_first_rendezvous_strands_its_peers():
+    """torch elastic: the rendezvous needs min_nodes; peers of a pod that left wait there (join_timeout)."""
+    spec = scenario('events { at_seconds: 1 pod: "b" preemption {} }', timings="rendezvous_seconds: 5")
+    log = [(e.pod, e.what) for e in simulate(spec).attempts[0].log]
+    assert ("a", "waits in rendezvous for a peer that is gone") in log
+    assert ("a", "rendezvous done, workers started (signal handlers installed)") not in log
