@@ -229,7 +229,7 @@ def run_local(scenario_path, plugin, work_dir, as_json) -> None:
 
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     warnings.filterwarnings("ignore", message="Configuring shared memory via")
-    from aggregation.record import execution_to_proto
+    from aggregation.record import compare, execution_to_proto
     from aggregation.scenario import ScenarioError, load_scenario
     from aggregation.simulate import simulate as run_simulation
 
@@ -239,7 +239,7 @@ def run_local(scenario_path, plugin, work_dir, as_json) -> None:
         _fail(str(e))
         return
     try:
-        from plugin.local_job import LocalJobError, compare, real_to_proto, run_local as run_real
+        from plugin.local_job import LocalJobError, real_to_proto, run_local as run_real
     except ImportError as e:
         _fail(f"run-local needs the plugin extra (flytekit, torch): {e}")
         return

@@ -41,6 +41,7 @@ from aggregation.propeller import (
     node_decision,
     task_outcome,
 )
+from aggregation.record import add_attempt, new_record
 from aggregation.scenario import ScenarioSpec
 from aggregation.simulate import success_phase
 from plugin.local_pod import LocalPod, PodSpec
@@ -51,6 +52,7 @@ START_TIMEOUT = 120.0  # pods must reach their first barrier within this
 ATTEMPT_TIMEOUT = 240.0  # an attempt longer than this is a failure (and is killed)
 MAX_LOCAL_WORKERS = max(4, 2 * (os.cpu_count() or 1))  # gloo workers on CPU: beyond this, timings mean nothing
 SHUTDOWN_WORTH_MODELLING = 0.5  # shorter scenario shutdowns are what real workers do anyway
+LINGER_AFTER_VERDICT = 20.0  # real seconds pods may keep running after propeller's verdict (for the record)
 QUIET_TRAINING = 3.0  # real seconds of training before the first scheduled event (a first checkpoint write takes ~1 s)
 
 
@@ -274,10 +276,16 @@ def _run_attempt(spec, attempt, task, work_dir, state, config) -> RealAttempt:
                             observe_at = now + spec.observation_delay
             if observe_at is not None and result.explanation is None and result.outcome is None and now >= observe_at:
                 _observe(spec, prefix, base / "observed", result, state, config, to_scenario(now))
-            if observe_at is not None and (result.explanation is not None or result.outcome is not None) and all(
-                p.returncode is not None for p in pods.values()
-            ):
-                break
+            if observe_at is not None and (result.explanation is not None or result.outcome is not None):
+                if all(p.returncode is not None for p in pods.values()):
+                    break
+                if now > observe_at + LINGER_AFTER_VERDICT:
+                    # Propeller has moved on; a pod still running (e.g. a worker hung in a gloo collective,
+                    # whose timeout is 30 min) changes nothing. Record it and let the reaper end it.
+                    for pod_name, pod in pods.items():
+                        if pod.returncode is None:
+                            result.timeline.append(LogEntry(to_scenario(now), pod_name, "still running after the verdict: reaped"))
+                    break
             time.sleep(0.01)
     for (file_name, _), seen_at in sorted(watcher.seen.items(), key=lambda item: item[1]):
         result.uploads.append((file_name, to_scenario(seen_at)))
@@ -362,53 +370,16 @@ def _observe(spec, prefix: Path, snapshot: Path, result: RealAttempt, state, con
 
 def real_to_proto(execution: RealExecution):
     """The real run as an `aggsim.v1.Execution` (source "real"), diffable against a simulated one."""
-    from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
-    from aggregation.scenario import PLUGIN_VARIANTS
-
-    spec = execution.spec
-    record = pb.Execution(scenario=spec.name, plugin=PLUGIN_VARIANTS[spec.plugin], error_aggregation=spec.error_aggregation,
-                          final_phase=pb.FinalPhase.Value(execution.final_phase), final_code=execution.final_code or "",
-                          source="real")
+    record = new_record(execution.spec, execution.final_phase, execution.final_code, None, "real")
     for attempt in execution.attempts:
-        item = record.attempts.add(
-            attempt=attempt.attempt, job_condition=attempt.job_condition, job_terminal_at=attempt.terminal_at,
-            observed_at=attempt.observed_at, task_phase=attempt.outcome.phase.value,
-            decision=attempt.decision.decision.value, node_code=attempt.decision.code or "",
-            resumed_from_checkpoint=f"attempt {attempt.attempt - 1} (step {attempt.resumed_step})" if attempt.resumed_step else "",
-            wrote_checkpoint=attempt.wrote_checkpoint, preempted=attempt.preempted,
+        item = add_attempt(
+            record, attempt=attempt.attempt, job_condition=attempt.job_condition, job_terminal_at=attempt.terminal_at,
+            observed_at=attempt.observed_at, outcome=attempt.outcome, decision=attempt.decision,
+            read=attempt.explanation.read if attempt.explanation is not None else None,
+            resumed_from=f"attempt {attempt.attempt - 1} (step {attempt.resumed_step})" if attempt.resumed_step else "",
+            wrote_checkpoint=attempt.wrote_checkpoint, preempted=attempt.preempted, timeline=attempt.timeline,
+            exits=attempt.exits,
         )
-        for entry in attempt.timeline:
-            item.timeline.add(at_seconds=entry.at, pod=entry.pod, what=entry.what)
-        for pod, (code, at) in attempt.exits.items():
-            item.pods.add(pod=pod, exit_code=code, exited_at=at)
         for name, at in attempt.uploads:
             item.files.add(name=name, uploaded_at=at, seen_by_propeller=at <= attempt.observed_at)
-        explanation = attempt.explanation
-        if explanation is not None:
-            item.rule = explanation.read.rule
-            if explanation.read.selected is not None:
-                item.winning_file = explanation.read.selected.path
-        if attempt.outcome.error is not None:
-            item.error.CopyFrom(attempt.outcome.error.to_proto())
     return record
-
-
-def verdict_fields(record) -> dict:
-    """What a real run and a simulated run must agree on (timings and file hashes aside)."""
-    from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
-
-    fields = {"final_phase": pb.FinalPhase.Name(record.final_phase), "attempts": len(record.attempts),
-              "final_code": record.final_code}
-    for item in record.attempts:
-        prefix = f"attempt {item.attempt}"
-        fields[f"{prefix} job"] = item.job_condition
-        fields[f"{prefix} decision"] = item.decision
-        fields[f"{prefix} error"] = (item.error.code, item.error.kind, item.error.worker) if item.HasField("error") else None
-        fields[f"{prefix} resumes from a checkpoint"] = bool(item.resumed_from_checkpoint)
-    return fields
-
-
-def compare(simulated, real) -> list[tuple[str, object, object]]:
-    """(field, simulated value, real value) for every verdict field; equal values mean conformance."""
-    sim, got = verdict_fields(simulated), verdict_fields(real)
-    return [(key, sim.get(key), got.get(key)) for key in dict.fromkeys(list(sim) + list(got))]

@@ -35,10 +35,10 @@ def leftover_processes(work_dir: Path) -> list[str]:
 
 
 def conform(scenario: str, plugin: str, tmp_path: Path):
-    from aggregation.record import execution_to_proto
+    from aggregation.record import compare, execution_to_proto
     from aggregation.scenario import load_scenario
     from aggregation.simulate import simulate
-    from plugin.local_job import compare, real_to_proto, run_local
+    from plugin.local_job import real_to_proto, run_local
 
     spec = load_scenario(str(SCENARIOS / f"{scenario}.textproto"), plugin)
     real = real_to_proto(run_local(spec, tmp_path))
