@@ -239,7 +239,8 @@ def run_local(scenario_path, plugin, work_dir, as_json) -> None:
         _fail(str(e))
         return
     try:
-        from plugin.local_job import LocalJobError, real_to_proto, run_local as run_real
+        from localjob.realpods import LocalJobError
+        from localjob.runner import run_local as run_real
     except ImportError as e:
         _fail(f"run-local needs the plugin extra (flytekit, torch): {e}")
         return
@@ -248,7 +249,7 @@ def run_local(scenario_path, plugin, work_dir, as_json) -> None:
     with tempfile.TemporaryDirectory(prefix="aggsim-run-") as tmp:
         try:
             with console.status(f"running {spec.name} for real ({len(spec.pods)} pods, plugin {spec.plugin})..."):
-                real = real_to_proto(run_real(spec, Path(work_dir) if work_dir else Path(tmp)))
+                real = execution_to_proto(run_real(spec, Path(work_dir) if work_dir else Path(tmp)))
         except (LocalJobError, ValueError) as e:
             _fail(f"{scenario_path}: {e}")
             return
@@ -306,7 +307,7 @@ def demo(real: bool) -> None:
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch without numpy: harmless
     warnings.filterwarnings("ignore", message="Configuring shared memory via")  # flytekit's own Elastic default
     try:
-        from plugin.demo import run_demo
+        from localjob.demo import run_demo
     except ImportError as e:
         _fail(f"the demo needs the plugin extra (flytekit, torch): {e}")
         return

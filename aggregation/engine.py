@@ -1,42 +1,110 @@
-"""A tiny discrete-event core (in the spirit of SimPy): a clock, a queue of timed callbacks, and a log.
+"""One event loop, two clocks (SimPy's shape): the same actors run on simulated time or on the wall clock.
 
-Behaviour lives elsewhere (`pods`, `operator`); this module only orders it. Ties in time run in the
-order they were scheduled, so a simulation is deterministic for a given scenario and seed.
+`Clock` is simulated time: it jumps from one scheduled callback to the next. `WallClock` runs the same
+queue in real time: a callback scheduled at scenario time `t` runs when the wall clock reaches
+`timebase.wall(t)`, and between callbacks its pollers look at the real world (processes that exited,
+files that appeared) and report what they find to the actors. Ties in time run in the order they were
+scheduled; a `late` callback runs after every other callback of the same instant (propeller's round
+sees everything that happened at the moment it looks).
 """
 
 from __future__ import annotations
 
 import heapq
-from typing import Callable, NamedTuple
+import math
+import time
+from typing import Callable, Protocol, Sequence
+
+#: A poller looks at the real world and reports to the actors; it returns nothing.
+Poller = Callable[[], None]
 
 
-class LogEntry(NamedTuple):
-    """One line of an attempt's timeline (a tuple: cheap to make, immutable)."""
+class DeadlineExceeded(RuntimeError):
+    """A wall-clock run went past its deadline (the message says what was still running)."""
 
-    at: float
-    pod: str
-    what: str
+
+class Scheduled:
+    """A callback waiting in the queue; `cancel()` it when the course of things changes."""
+
+    __slots__ = ("callback", "cancelled")
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
 
 
 class Clock:
-    """Schedules callbacks at simulated times and runs them in order."""
+    """Simulated time: callbacks run in time order, and time jumps to each one."""
+
+    #: how long pods may keep running after propeller's verdict before the run stops watching them
+    linger_after_verdict = math.inf
 
     def __init__(self) -> None:
         self.now = 0.0
-        self._queue: list[tuple[float, int, Callable[[], None]]] = []
+        self._queue: list[tuple[float, int, int, Scheduled]] = []
         self._sequence = 0
-        self.log: list[LogEntry] = []
 
-    def at(self, when: float, callback: Callable[[], None]) -> None:
-        """Run `callback` at simulated time `when` (never before now)."""
+    def at(self, when: float, callback: Callable[[], None], late: bool = False) -> Scheduled:
+        """Run `callback` at scenario time `when` (never before now); `late`: after the instant's other callbacks."""
         self._sequence += 1
-        heapq.heappush(self._queue, (when if when > self.now else self.now, self._sequence, callback))
+        scheduled = Scheduled(callback)
+        heapq.heappush(self._queue, (when if when > self.now else self.now, 1 if late else 0, self._sequence, scheduled))
+        return scheduled
 
-    def note(self, pod: str, what: str) -> None:
-        self.log.append(LogEntry(self.now, pod, what))
-
-    def run(self, until: float = float("inf")) -> None:
+    def run(self, stop: Callable[[], bool]) -> None:
+        """Run callbacks until `stop()` says so or nothing is left to run."""
         queue = self._queue
-        while queue and queue[0][0] <= until:
-            self.now, _, callback = heapq.heappop(queue)
-            callback()
+        while queue and not stop():
+            self.now, _, _, scheduled = heapq.heappop(queue)
+            if not scheduled.cancelled:
+                scheduled.callback()
+
+
+class Timebase(Protocol):
+    """Maps scenario seconds to wall-clock seconds (`time.time()`) and back, for one attempt."""
+
+    def wall(self, t: float) -> float: ...
+
+    def scenario(self, wall: float) -> float: ...
+
+
+class WallClock(Clock):
+    """Real time: the same queue, each callback run when the wall clock reaches it; pollers in between."""
+
+    def __init__(self, timebase: Timebase, pollers: Sequence[Poller], deadline: float, linger_after_verdict: float,
+                 poll_interval: float = 0.005) -> None:
+        super().__init__()
+        self.timebase = timebase
+        self.pollers = tuple(pollers)
+        self.deadline = deadline
+        self.linger_after_verdict = linger_after_verdict
+        self.poll_interval = poll_interval
+        self.now = timebase.scenario(time.time())
+
+    def _tick(self) -> None:
+        self.now = self.timebase.scenario(time.time())
+
+    def run(self, stop: Callable[[], bool]) -> None:
+        queue = self._queue
+        while True:
+            self._tick()
+            for poll in self.pollers:
+                poll()
+            if stop():
+                return
+            wall = time.time()
+            if wall > self.deadline:
+                raise DeadlineExceeded("the attempt did not finish in time")
+            if queue and self.timebase.wall(queue[0][0]) <= wall:
+                _, _, _, scheduled = heapq.heappop(queue)
+                if not scheduled.cancelled:
+                    self._tick()
+                    scheduled.callback()
+                continue
+            wait = self.poll_interval
+            if queue:
+                wait = min(wait, max(0.0, self.timebase.wall(queue[0][0]) - wall))
+            time.sleep(wait)

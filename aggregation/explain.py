@@ -105,7 +105,7 @@ def explain_prefix(
     filesystem not installed); every problem with the files inside becomes part of the verdict.
     """
     store = open_prefix(prefix) if isinstance(prefix, str) else prefix
-    read = reader_for(strategy).read(store)
+    read = reader_for(strategy, config.max_payload_bytes).read(store)
     outputs_exist = False
     if outputs_declared and read.error is None and read.round_error is None:
         try:

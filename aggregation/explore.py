@@ -21,7 +21,7 @@ from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError, ScenarioSource
 from aggregation.simulate import Execution, simulate
 
-OUTCOMES = ("RETRIED", "FAILED_PERMANENTLY", "SUCCEEDED_SILENTLY", "SUCCEEDED")
+OUTCOMES = ("RETRIED", "FAILED_PERMANENTLY", "SUCCEEDED_SILENTLY", "SUCCEEDED", "STILL_RUNNING")
 _STEP = re.compile(r"([A-Za-z_]\w*)(?:\[(\d+)\])?")
 
 
@@ -52,10 +52,15 @@ class SweepResult:
     cells: tuple[Cell, ...]
 
 
+def shown_outcomes(result: "SweepResult") -> tuple[str, ...]:
+    """The outcomes a table or plot shows: all of them, except a job that never ends when none did."""
+    return tuple(o for o in OUTCOMES if o != "STILL_RUNNING" or any(c.counts[o] for c in result.cells))
+
+
 def outcome_of(execution: Execution) -> str:
     """The headline category: did the preempted job retry, fail for good, or succeed silently?"""
-    if execution.final_phase.value == "FAILED_PERMANENTLY":
-        return "FAILED_PERMANENTLY"
+    if execution.final_phase.value in ("FAILED_PERMANENTLY", "STILL_RUNNING"):
+        return execution.final_phase.value
     if len(execution.attempts) > 1:
         return "RETRIED"
     return execution.final_phase.value if execution.final_phase.value == "SUCCEEDED_SILENTLY" else "SUCCEEDED"

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from aggregation.explore import OUTCOMES, SweepResult  # noqa: E402
+from aggregation.explore import SweepResult, shown_outcomes  # noqa: E402
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb  # noqa: E402
 
 MARKERS = {
@@ -34,14 +34,11 @@ def _record(execution) -> pb.Execution:
     return execution_to_proto(execution)
 
 
-def _kind(what: str) -> Union[str, None]:
-    if what.startswith("SIGTERM"):
-        return "signal"
-    if what.startswith("SIGKILL"):
-        return "kill"
-    if what.startswith("worker fails") or what.startswith("worker (rank"):
-        return "failure"
-    return None
+_MARKER_OF_KIND = {"sigterm": "signal", "sigkill": "kill", "worker_failed": "failure"}
+
+
+def _kind(entry: pb.TimelineEntry) -> Union[str, None]:
+    return _MARKER_OF_KIND.get(entry.kind)
 
 
 def timeline_figure(execution, title: str = "") -> Figure:
@@ -55,7 +52,7 @@ def timeline_figure(execution, title: str = "") -> Figure:
     fig, axes = plt.subplots(len(attempts), 1, figsize=(10, 1.1 + 1.0 * len(pods) * len(attempts) + 0.4), squeeze=False)
     for ax, attempt in zip(axes[:, 0], attempts):
         for entry in attempt.timeline:
-            kind = _kind(entry.what)
+            kind = _kind(entry)
             if kind and entry.pod in lane:
                 ax.scatter(entry.at_seconds, lane[entry.pod], zorder=3, **{k: v for k, v in MARKERS[kind].items() if k != "label"})
         for file in attempt.files:
@@ -103,8 +100,9 @@ def timeline_figure(execution, title: str = "") -> Figure:
 def outcome_heatmap(result: SweepResult, title: str = "Outcome share per plugin and error aggregation") -> Figure:
     """The sweep's table as a heat map: rows plugin x aggregation, columns outcomes (+ masked errors)."""
     rows = [f"{c.plugin} / aggregation {'on' if c.aggregation else 'off'}" for c in result.cells]
-    columns = [o.replace("_", " ").lower() for o in OUTCOMES] + ["genuine error masked"]
-    values = [[c.share(o) for o in OUTCOMES] + [c.masked / c.total if c.total else 0.0] for c in result.cells]
+    outcomes = shown_outcomes(result)
+    columns = [o.replace("_", " ").lower() for o in outcomes] + ["genuine error masked"]
+    values = [[c.share(o) for o in outcomes] + [c.masked / c.total if c.total else 0.0] for c in result.cells]
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.8))
     image = ax.imshow(values, cmap="Blues", vmin=0, vmax=1, aspect="auto")
     ax.set_xticks(range(len(columns)), columns, rotation=20, ha="right")

@@ -1,14 +1,9 @@
-"""What each pod does and writes: the flytekit entrypoint, the elastic agent and its workers.
+"""Simulated pods: what each pod's flytekit entrypoint, elastic agent and workers do, and what they upload.
 
-One `Pod` per worker replica. It reacts to signals (kubelet preemption, operator cleanup), its own
-workers' failures, peers' deaths, completion and SIGKILL, and decides what its entrypoint uploads
-and when it exits. The three plugin variants differ only in `_on_signal_caught` and the stamps:
-
-- `upstream` (flytekitplugins-kfpytorch 1.16 `_execute`): SignalException -> IgnoreOutputs: no file,
-  exit 0. torch's whole-second stamp for worker failures.
-- `seed-pr`: SignalException -> recoverable error stamped where it is caught, after worker shutdown.
-- `recoverable` (this project's plugin): stamped at signal arrival; worker failures keep their
-  sub-second stamp; the first-rendezvous window is handled.
+One `Pod` per worker replica. It reacts to SIGTERM (from the kubelet, for a preemption or the operator's
+cleanup), its own workers' failures, peers' deaths, completion and SIGKILL, and decides what its
+entrypoint uploads and when it exits. What differs between plugin variants is asked of the pod's
+`PodPlugin` (`plugin_variants.py`); the kubelet's SIGTERM-then-SIGKILL rule is the world's (`world.py`).
 
 Sources: flytekit `entrypoint.py` `_dispatch_execute` (file names, kinds, exit 0), torch elastic
 `PContext.start` (handlers only after the first rendezvous), `SimpleElasticAgent.run` (shutdown
@@ -17,13 +12,20 @@ before re-raise), `errors/error_handler.py` (`int(time.time())` stamps).
 
 from __future__ import annotations
 
+import enum
 import hashlib
-import math
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
-from aggregation.engine import Clock
-from aggregation.scenario import PodTiming
+from aggregation.documents import error_document_bytes
+from aggregation.engine import Clock, Scheduled
+from aggregation.plugin_variants import PodPlugin, plugin_for
+from aggregation.scenario import PodTiming, ScenarioSpec
+from aggregation.storage import MemoryPrefix
+from aggregation.timeline import Event, What
+
+if TYPE_CHECKING:
+    from aggregation.world import Attempt
 
 SIGTERM_EXIT = 143  # the agent killed by an unhandled SIGTERM
 SIGKILL_EXIT = 137
@@ -31,8 +33,16 @@ SIGKILL_EXIT = 137
 CODE_RECOVERABLE = "USER:Recoverable"  # FlyteRecoverableException.error_code
 CODE_USER_RUNTIME = "USER:RuntimeError"  # FlyteUserRuntimeException wrapping a ChildFailedError
 CODE_RENDEZVOUS_TIMEOUT = "USER:RuntimeError"  # RendezvousTimeoutError, a user-scope exception
+SIGNAL_MESSAGE = "The elastic agent received SIGTERM; the worker group was terminated before it finished"
 
-STARTING, TRAINING, FAILING, WAITING, STOPPING, EXITED = "starting", "training", "failing", "waiting", "stopping", "exited"
+
+class PodState(enum.Enum):
+    STARTING = "starting"  # in the first rendezvous: torch has no signal handlers yet
+    TRAINING = "training"
+    FAILING = "failing"  # a worker failed; the agent has not noticed yet
+    WAITING = "waiting"  # back in rendezvous, waiting for a peer
+    STOPPING = "stopping"  # the entrypoint is on its way out
+    EXITED = "exited"
 
 
 @dataclass(frozen=True)
@@ -41,7 +51,7 @@ class ErrorRecord:
 
     code: str
     recoverable: bool
-    timestamp: float
+    timestamp: float  # seconds: scenario seconds when simulated, epoch seconds when real
     worker: str
     message: str
     genuine: bool = False  # a scenario-injected worker error, not a consequence of another pod's death
@@ -49,17 +59,37 @@ class ErrorRecord:
 
 @dataclass(frozen=True)
 class Upload:
+    """A file a pod's entrypoint put under the attempt's output prefix."""
+
     name: str  # "error-<hex>.pb", "error.pb" or "outputs.pb"
     pod: str
     at: float
     error: Optional[ErrorRecord] = None
+    content: Optional[bytes] = None  # the bytes as written (real runs); simulated uploads are built from `error`
+
+    def data(self) -> bytes:
+        """The object's bytes, as propeller reads them."""
+        if self.content is not None:
+            return self.content
+        if self.error is None:
+            return b""
+        e = self.error
+        return error_document_bytes(code=e.code, message=e.message, recoverable=e.recoverable, origin="USER",
+                                    timestamp_ns=round(e.timestamp * 1e9), worker=e.worker)
+
+
+def error_file_name(aggregation: bool, seed: int, attempt: int, pod: str) -> str:
+    """flytekit `_build_error_file_name`: `error-<uuid4 hex>.pb` with `_F_DES`, else `error.pb` (deterministic here)."""
+    if not aggregation:
+        return "error.pb"
+    return f"error-{hashlib.blake2b(f'{seed}/{attempt}/{pod}'.encode(), digest_size=16).hexdigest()}.pb"
 
 
 class Pod:
-    """One worker replica. `hooks` connect it to the job: peers, the operator and the blob store."""
+    """One simulated worker replica, reporting to its attempt's world."""
 
-    def __init__(self, name: str, rank0: bool, timing: PodTiming, plugin: str, fork: bool, grace: float,
-                 error_file_name: str, worker_name: str, clock: Clock, hooks: "PodHooks") -> None:
+    def __init__(self, name: str, rank0: bool, timing: PodTiming, plugin: PodPlugin, fork: bool, grace: float,
+                 error_file_name: str, worker_name: str, world: "Attempt", group: "SimulatedPods") -> None:
         self.name = name
         self.rank0 = rank0
         self.timing = timing
@@ -68,36 +98,32 @@ class Pod:
         self.grace = grace
         self.error_file_name = error_file_name
         self.worker_name = worker_name
-        self.clock = clock
-        self.hooks = hooks
-        self.state = STARTING
-        self.exit_code: Optional[int] = None
-        self.exited_at: Optional[float] = None
-        self._generation = 0  # invalidates scheduled reactions when the pod's course changes
-        self._kill_at: Optional[float] = None
-        clock.at(timing.rendezvous, self._rendezvous_done)
+        self.world = world
+        self.clock: Clock = world.clock
+        self.group = group
+        self.state = PodState.STARTING
+        self._course: list[Scheduled] = []  # reactions that a change of course cancels
+        self.clock.at(timing.rendezvous, self._rendezvous_done)
 
     # --- helpers -------------------------------------------------------------------------------
+    def _log(self, what: What, **fields) -> None:
+        self.world.log(Event(self.clock.now, self.name, what, **fields))
+
     def _later(self, delay: float, action: Callable[[], None]) -> None:
-        generation = self._generation
+        self._course.append(self.clock.at(self.clock.now + delay, action))
 
-        def run() -> None:
-            if self._generation == generation and self.state != EXITED:
-                action()
-
-        self.clock.at(self.clock.now + delay, run)
-
-    def _change_course(self, state: str) -> None:
-        self._generation += 1
+    def _change_course(self, state: PodState) -> None:
+        for scheduled in self._course:
+            scheduled.cancel()
+        self._course.clear()
         self.state = state
 
     def _exit(self, code: int, why: str) -> None:
-        if self.state == EXITED:
+        if self.state is PodState.EXITED:
             return
-        self._change_course(EXITED)
-        self.exit_code, self.exited_at = code, self.clock.now
-        self.clock.note(self.name, f"exits {code} ({why})")
-        self.hooks.pod_exited(self, code)
+        self._change_course(PodState.EXITED)
+        self._log(What.EXIT, exit_code=code, reason=why)
+        self.world.pod_exited(self.name, code)
 
     def _finish(self, error: Optional[ErrorRecord], outputs: bool = False) -> None:
         """The entrypoint writes and uploads (if anything), then exits 0."""
@@ -106,146 +132,187 @@ class Pod:
             return
 
         def uploaded() -> None:
+            name = self.error_file_name if error is not None else "outputs.pb"
+            self.world.upload(Upload(name, self.name, self.clock.now, error))
             if error is not None:
-                self.hooks.upload(Upload(self.error_file_name, self.name, self.clock.now, error))
-                self.clock.note(self.name, f"uploads {self.error_file_name} ({error.code}, "
-                                f"{'recoverable' if error.recoverable else 'non-recoverable'}, stamped {error.timestamp:.3f})")
+                self._log(What.UPLOAD, file=name, code=error.code, recoverable=error.recoverable, stamp=error.timestamp)
             else:
-                self.hooks.upload(Upload("outputs.pb", self.name, self.clock.now))
-                self.clock.note(self.name, "uploads outputs.pb")
+                self._log(What.UPLOAD, file=name)
             self._exit(0, "entrypoint done")
 
         self._later(self.timing.upload, uploaded)
 
-    def _stamp_worker_failure(self, failed_at: float) -> float:
-        # torch stamps int(time.time()); only this project's plugin refines it with the error file's mtime
-        return failed_at if self.plugin == "recoverable" else float(math.floor(failed_at))
-
     # --- reactions -----------------------------------------------------------------------------
     def _rendezvous_done(self) -> None:
-        if self.state == STARTING:
-            self.state = TRAINING
-            self.clock.note(self.name, "rendezvous done, workers started (signal handlers installed)")
+        if self.state is PodState.STARTING:
+            self.state = PodState.TRAINING
+            self._log(What.RENDEZVOUS_DONE)
 
-    def signal(self, why: str, lands_during_fork: bool = False) -> None:
-        """SIGTERM to the agent (kubelet preemption or operator deletion); SIGKILL follows after the grace period."""
-        if self.state == EXITED:
-            return
+    def sigterm(self, lands_during_fork: bool = False) -> None:
+        """SIGTERM to the agent (the kubelet logs it and owns the SIGKILL that follows)."""
         arrived = self.clock.now
-        self.clock.note(self.name, f"SIGTERM ({why})")
-        if self._kill_at is None:  # the first signal's deadline stands
-            self._kill_at = arrived + self.grace
-            self.clock.at(self._kill_at, self.sigkill)
-        if self.state == STOPPING:
+        if self.state in (PodState.STOPPING, PodState.EXITED):
             return  # already shutting down; the first signal decides
         if lands_during_fork and self.fork:
-            self.clock.note(self.name, "signal lost inside os.fork(): the agent runs on until SIGKILL")
+            self._log(What.SIGNAL_LOST)
             return
-        if self.state == STARTING and self.plugin != "recoverable":
+        if self.state is PodState.STARTING and not self.plugin.handles_first_rendezvous_signal:
             # no handler before the first PContext.start(): default disposition kills the agent
             self._exit(SIGTERM_EXIT, "killed by SIGTERM during the first rendezvous, no error file")
-            self.hooks.peer_died(self, arrived)
+            self.group.peer_died(self, arrived)
             return
-        had_workers = self.state in (TRAINING, FAILING)
-        left_rendezvous = self.state == STARTING
-        self._change_course(STOPPING)
+        had_workers = self.state in (PodState.TRAINING, PodState.FAILING)
+        left_rendezvous = self.state is PodState.STARTING
+        self._change_course(PodState.STOPPING)
         shutdown = self.timing.shutdown if had_workers else 0.0
         if shutdown >= self.grace:
             return  # workers outlive the grace period: SIGKILL comes first
         self._later(shutdown, lambda: self._on_signal_caught(arrived))
         if had_workers or left_rendezvous:  # a node leaving the first rendezvous strands its peers there
-            self.clock.at(arrived + shutdown, lambda: self.hooks.peer_died(self, arrived + shutdown))
+            self.clock.at(arrived + shutdown, lambda: self.group.peer_died(self, arrived + shutdown))
 
     def _on_signal_caught(self, arrived: float) -> None:
-        if self.plugin == "upstream":
-            self.clock.note(self.name, "SignalException -> IgnoreOutputs")
+        stamp = self.plugin.signal_report(arrived, self.clock.now)
+        if stamp is None:
+            self._log(What.SIGNAL_CAUGHT, reason="IgnoreOutputs")
             self._finish(None)
             return
-        stamp = arrived if self.plugin == "recoverable" else self.clock.now
-        self.clock.note(self.name, f"SignalException -> FlyteRecoverableException stamped {stamp:.3f}")
-        message = "The elastic agent received SIGTERM; the worker group was terminated before it finished"
-        self._finish(ErrorRecord(CODE_RECOVERABLE, True, stamp, self.worker_name, message))
+        self._log(What.SIGNAL_CAUGHT, reason="FlyteRecoverableException", stamp=stamp)
+        self._finish(ErrorRecord(CODE_RECOVERABLE, True, stamp, self.worker_name, SIGNAL_MESSAGE))
 
     def worker_error(self, recoverable: bool, message: str, genuine: bool) -> None:
         """A worker of this pod raises now."""
-        if self.state != TRAINING:
+        if self.state is not PodState.TRAINING:
             return
         failed_at = self.clock.now
-        self._change_course(FAILING)
-        self.clock.note(self.name, f"worker fails ({'recoverable' if recoverable else 'non-recoverable'}"
-                        f"{'' if genuine else ', from a peer' + chr(39) + 's death'})")
-        self.hooks.peer_died(self, failed_at)  # the failed worker's process exits: peers' collectives break
+        self._change_course(PodState.FAILING)
+        self._log(What.WORKER_FAILED, recoverable=recoverable, genuine=genuine,
+                  reason="" if genuine else "from a peer's death")
+        self.group.peer_died(self, failed_at)  # the failed worker's process exits: peers' collectives break
         code = CODE_RECOVERABLE if recoverable else CODE_USER_RUNTIME
-        record = ErrorRecord(code, recoverable, self._stamp_worker_failure(failed_at), self.worker_name,
+        record = ErrorRecord(code, recoverable, self.plugin.worker_failure_stamp(failed_at), self.worker_name,
                              message or "worker failed", genuine)
         self._later(self.timing.detection, lambda: self._on_child_failed(record))
 
     def _on_child_failed(self, record: ErrorRecord) -> None:
-        self.clock.note(self.name, "agent raises ChildFailedError")
-        self._change_course(STOPPING)
+        self._log(What.AGENT_RAISES)
+        self._change_course(PodState.STOPPING)
         self._finish(record)
 
     def peer_death(self) -> None:
         """A peer pod's workers are gone: this pod's collectives break."""
-        if self.state == STARTING:
-            self._wait_in_rendezvous()
+        if self.state is PodState.STARTING:
+            self._wait_in_rendezvous("for a peer that is gone")
             return
-        if self.state != TRAINING:
+        if self.state is not PodState.TRAINING:
             return
         if self.timing.peer_failure_after is None:
-            self._change_course(WAITING)
-            self.clock.note(self.name, "workers fail from the peer's death; agent restarts them and waits in rendezvous")
-            self._later(self.timing.join_timeout, self._rendezvous_timeout)
+            self._wait_in_rendezvous("workers failed from the peer's death; the agent restarts them")
             return
-        after = self.timing.peer_failure_after
         recoverable = self.timing.peer_failure_recoverable
-        self._later(after, lambda: self.worker_error(recoverable, "Connection reset by peer", genuine=False))
+        self._later(self.timing.peer_failure_after,
+                    lambda: self.worker_error(recoverable, "Connection reset by peer", genuine=False))
 
-    def _wait_in_rendezvous(self) -> None:
-        self._change_course(WAITING)
-        self.clock.note(self.name, "waits in rendezvous for a peer that is gone")
+    def _wait_in_rendezvous(self, why: str) -> None:
+        self._change_course(PodState.WAITING)
+        self._log(What.WAITS_IN_RENDEZVOUS, reason=why)
         self._later(self.timing.join_timeout, self._rendezvous_timeout)
 
     def _rendezvous_timeout(self) -> None:
-        self.clock.note(self.name, "RendezvousTimeoutError")
-        self._change_course(STOPPING)
+        self._log(What.RENDEZVOUS_TIMEOUT)
+        self._change_course(PodState.STOPPING)
         self._finish(ErrorRecord(CODE_RENDEZVOUS_TIMEOUT, False, self.clock.now, self.worker_name, "RendezvousTimeoutError"))
 
     def complete(self) -> None:
         """Training finished: rank 0 returns the outputs, the others raise IgnoreOutputs."""
-        if self.state != TRAINING:
+        if self.state is not PodState.TRAINING:
             return
-        self._change_course(STOPPING)
-        self.clock.note(self.name, "training complete")
-        self._finish(None, outputs=self.rank0 and self.hooks.outputs_declared)
+        self._change_course(PodState.STOPPING)
+        self._log(What.TRAINING_COMPLETE)
+        self._finish(None, outputs=self.rank0 and self.world.spec.outputs_declared)
 
     def checkpoint(self) -> bool:
-        if self.state == TRAINING and self.rank0:
-            self.clock.note(self.name, "writes a checkpoint")
+        if self.state is PodState.TRAINING and self.rank0:
+            self._log(What.CHECKPOINT)
             return True
         return False
 
     def sigkill(self) -> None:
-        if self.state != EXITED:
-            self.clock.note(self.name, "SIGKILL after the grace period")
+        if self.state is not PodState.EXITED:
             self._exit(SIGKILL_EXIT, "killed, anything not yet uploaded is lost")
-            self.hooks.peer_died(self, self.clock.now)  # whatever workers were left die with it
+            self.group.peer_died(self, self.clock.now)  # whatever workers were left die with it
 
 
-class PodHooks:
-    """What a pod can do to the world around it (implemented by the attempt runner)."""
+class SimulatedPods:
+    """The pods of one simulated attempt, on the simulated clock; what the world asks of any pods."""
 
-    outputs_declared: bool = False
+    def __init__(self, spec: ScenarioSpec, attempt: int, resumed_from: Optional[int]) -> None:
+        self.spec = spec
+        self.attempt = attempt
+        self.resumed_from = resumed_from
+        self.pods: dict[str, Pod] = {}
+        self.collective_broken = False
+        self.checkpoint_written = False
+        self.training_completed = False
 
-    def upload(self, upload: Upload) -> None: ...
+    # --- the interface the world uses (shared with the real pods) ---------------------------------
+    def start(self, world: "Attempt") -> Clock:
+        world.clock = Clock()
+        spec, plugin = self.spec, plugin_for(self.spec.plugin)
+        for index, name in enumerate(spec.pods):
+            self.pods[name] = Pod(
+                name, rank0=index == 0, timing=spec.timings[name], plugin=plugin, fork=spec.fork, grace=spec.grace,
+                error_file_name=error_file_name(spec.error_aggregation, spec.seed, self.attempt, name),
+                worker_name=name if spec.error_aggregation else "", world=world, group=self,
+            )
+        return world.clock
 
-    def pod_exited(self, pod: Pod, code: int) -> None: ...
+    def sigterm(self, pod: str, lands_during_fork: bool) -> None:
+        self.pods[pod].sigterm(lands_during_fork)
 
-    def peer_died(self, pod: Pod, at: float) -> None: ...
+    def sigkill(self, pod: str) -> None:
+        self.pods[pod].sigkill()
 
+    def worker_error(self, pod: str, recoverable: bool, message: str) -> None:
+        self.pods[pod].worker_error(recoverable, message, genuine=True)
 
-def error_file_name(aggregation: bool, seed: int, attempt: int, pod: str) -> str:
-    """flytekit `_build_error_file_name`: `error-<uuid4 hex>.pb` with `_F_DES`, else `error.pb` (deterministic here)."""
-    if not aggregation:
-        return "error.pb"
-    return f"error-{hashlib.blake2b(f'{seed}/{attempt}/{pod}'.encode(), digest_size=16).hexdigest()}.pb"
+    def checkpoint(self) -> None:
+        if self.pods[self.spec.pods[0]].checkpoint():
+            self.checkpoint_written = True
+
+    def complete(self) -> None:
+        pods = list(self.pods.values())
+        if all(p.state is PodState.TRAINING for p in pods):
+            self.training_completed = True
+            for pod in pods:
+                pod.complete()
+
+    def wrote_checkpoint(self) -> bool:
+        return self.checkpoint_written
+
+    def completed(self) -> bool:
+        return self.training_completed
+
+    def resumed(self) -> bool:
+        return self.resumed_from is not None
+
+    def resumed_step(self) -> Optional[int]:
+        return None
+
+    def snapshot(self, uploads: tuple[Upload, ...]) -> tuple[MemoryPrefix, tuple[Upload, ...]]:
+        """Everything uploaded so far (propeller's round runs after the instant's other events)."""
+        objects = {upload.name: upload for upload in uploads}  # a later upload of the same key overwrites
+        return MemoryPrefix([(name, upload.data()) for name, upload in objects.items()], "attempt-prefix"), uploads
+
+    def close(self) -> None:
+        """Nothing to reap: simulated pods end with the clock."""
+
+    # --- between simulated pods ---------------------------------------------------------------------
+    def peer_died(self, pod: Pod, at: float) -> None:
+        # One process group spans every pod: the first death breaks it for everyone; later deaths change nothing.
+        if self.collective_broken:
+            return
+        self.collective_broken = True
+        for other in self.pods.values():
+            if other is not pod:
+                other.clock.at(at, other.peer_death)

@@ -16,17 +16,9 @@ import enum
 from dataclasses import dataclass, replace
 from typing import Optional
 
+from aggregation import defaults
+from aggregation.kinds import JobCondition
 from aggregation.readers import ObservedError, ReadResult
-
-
-class JobCondition(str, enum.Enum):
-    """The training operator's current condition for the job (the ones propeller distinguishes)."""
-
-    CREATED = "Created"
-    RUNNING = "Running"
-    RESTARTING = "Restarting"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
 
 
 class TaskPhase(str, enum.Enum):
@@ -54,13 +46,14 @@ class TaskOutcome:
 
 @dataclass(frozen=True)
 class PropellerConfig:
-    """The propeller settings that decide retries (defaults as in `config/config.go`)."""
+    """The propeller settings that decide retries and bound reads (defaults in `defaults.py`)."""
 
-    max_node_retries_system_failures: int = 3
-    default_max_attempts: int = 1
-    ignore_retry_cause: bool = False
-    interruptible_failure_threshold: int = -1
-    max_workflow_retries: int = 10
+    max_node_retries_system_failures: int = defaults.MAX_NODE_RETRIES_SYSTEM_FAILURES
+    default_max_attempts: int = defaults.DEFAULT_MAX_ATTEMPTS
+    ignore_retry_cause: bool = defaults.IGNORE_RETRY_CAUSE
+    interruptible_failure_threshold: int = defaults.INTERRUPTIBLE_FAILURE_THRESHOLD
+    max_workflow_retries: int = defaults.MAX_WORKFLOW_RETRIES
+    max_payload_bytes: int = defaults.MAX_PAYLOAD_BYTES  # storage.limits.maxDownloadMBs
 
 
 @dataclass(frozen=True)

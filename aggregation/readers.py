@@ -18,10 +18,11 @@ from typing import Optional
 from flyteidl.core import errors_pb2, execution_pb2
 from google.protobuf.message import DecodeError
 
+from aggregation import defaults
 from aggregation.storage import ObjectNotFound, OutputPrefix, StorageError
 
-#: flytestdlib storage `maxDownloadMBs` default (2) in bytes: error files larger than this are a Go error.
-DEFAULT_MAX_PAYLOAD_BYTES = 2 * 1024 * 1024
+#: flytestdlib storage `maxDownloadMBs` default in bytes: error files larger than this are a Go error.
+DEFAULT_MAX_PAYLOAD_BYTES = defaults.MAX_PAYLOAD_BYTES
 
 #: The canonical error file name (flytekit `ERROR_FILE_NAME`, propeller `GetErrorPath`).
 CANONICAL_ERROR_FILE = "error.pb"
@@ -103,6 +104,15 @@ class ReadResult:
     @property
     def selected(self) -> Optional[Candidate]:
         return next((c for c in self.candidates if c.selected), None)
+
+
+@dataclass(frozen=True)
+class ListedErrors:
+    """What `IsError` listed and HEADed: the `.pb` keys in listing order, their sizes, and the other keys."""
+
+    keys: tuple[str, ...]
+    sizes: tuple[int, ...]
+    ignored: tuple[str, ...]
 
 
 def document_to_error(document: errors_pb2.ErrorDocument, path: str, location: str) -> ObservedError:
@@ -196,10 +206,21 @@ class EarliestErrorReader:
         self.max_payload_bytes = max_payload_bytes
 
     def read(self, prefix: OutputPrefix) -> ReadResult:
+        """`ValidateOutput`: `IsError`, then, if it found error files, `ReadError`."""
+        found = self.is_error(prefix)
+        if isinstance(found, ReadResult):
+            return found
+        return self.read_error(prefix, found)
+
+    def is_error(self, prefix: OutputPrefix) -> "ListedErrors | ReadResult":
+        """`IsError`: list every page of `error*`, HEAD every `.pb` key (the size limit is enforced here).
+
+        Returns what it listed, or the final `ReadResult` when there is nothing to read (no error files)
+        or the round fails (a listing, HEAD or size error).
+        """
         location = prefix.location.rstrip("/")
         heads: list[str] = []
         ignored: list[str] = []
-        # IsError: list every page, HEAD every `.pb` key (size limit enforced here, for all of them).
         try:
             for page in prefix.list_pages(self.key_prefix):
                 for entry in page:
@@ -219,9 +240,15 @@ class EarliestErrorReader:
             sizes.append(size or 0)
         if not heads:
             return ReadResult(EARLIEST, ignored=tuple(ignored))
+        return ListedErrors(tuple(heads), tuple(sizes), tuple(ignored))
 
-        # ReadError lists again (as the Go code does) and reads every `.pb` key in listing order; any
-        # failure is a Go error for the round. Files that appeared since IsError are read unHEADed.
+    def read_error(self, prefix: OutputPrefix, listed_by_is_error: "ListedErrors") -> ReadResult:
+        """`ReadError`: list again and read every `.pb` key in listing order; the strictly earliest stamp wins.
+
+        Any failure is a Go error for the round. Files that appeared since `IsError` are read unHEADed.
+        """
+        location = prefix.location.rstrip("/")
+        ignored = listed_by_is_error.ignored
         try:
             listed = [e.key for page in prefix.list_pages(self.key_prefix) for e in page if e.key.endswith(self.extension)]
         except StorageError as e:
@@ -229,8 +256,8 @@ class EarliestErrorReader:
         if not listed:
             # handler.go ValidateOutput: IsError said yes, ReadError found nothing -> permanent UNKNOWN failure
             race = ObservedError(code="Unknown", message="Unknown", kind="UNKNOWN", recoverable=False)
-            return ReadResult(EARLIEST, (), race, RULE_LISTING_RACE, ignored=tuple(ignored))
-        size_of = dict(zip(heads, sizes))
+            return ReadResult(EARLIEST, (), race, RULE_LISTING_RACE, ignored=ignored)
+        size_of = dict(zip(listed_by_is_error.keys, listed_by_is_error.sizes))
         parsed: list[Candidate] = []
         winner_index, winner_ns = 0, None
         for index, key in enumerate(listed):
@@ -241,7 +268,8 @@ class EarliestErrorReader:
                 problem = f"failed to read error file @[{location}/{key}]: {e}"
                 rest = [Candidate(k, size_of.get(k, 0)) for k in listed[index + 1 :]]
                 failed = Candidate(key, size, problem=problem)
-                return ReadResult(EARLIEST, tuple(parsed + [failed] + rest), rule=RULE_ROUND_ERROR, round_error=problem, ignored=tuple(ignored))
+                return ReadResult(EARLIEST, tuple(parsed + [failed] + rest), rule=RULE_ROUND_ERROR, round_error=problem,
+                                  ignored=ignored)
             error = document_to_error(document, key, location)
             parsed.append(Candidate(key, size, error=error, bad_format=not document.HasField("error")))
             timestamp_ns = error.timestamp_ns or 0  # a missing timestamp is the epoch
@@ -250,7 +278,7 @@ class EarliestErrorReader:
 
         rule = self._rule(parsed, winner_index)
         parsed[winner_index] = replace(parsed[winner_index], selected=True)
-        return ReadResult(EARLIEST, tuple(parsed), parsed[winner_index].error, rule, ignored=tuple(ignored))
+        return ReadResult(EARLIEST, tuple(parsed), parsed[winner_index].error, rule, ignored=ignored)
 
     @staticmethod
     def _round_error(listed, sizes, failed: Candidate, ignored) -> ReadResult:

@@ -1,82 +1,99 @@
-"""An execution as an `aggsim.v1.Execution` proto, so simulated and real runs can be diffed field by field."""
+"""An execution as an `aggsim.v1.Execution` proto, so simulated and real runs can be diffed field by field.
+
+Simulated and real executions are the same `results.Execution` type, so one function writes both.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from google.protobuf import json_format
 
 from aggregation.documents import error_document
-from aggregation.propeller import NodeDecision, TaskOutcome
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
-from aggregation.readers import ReadResult
-from aggregation.scenario import PLUGIN_VARIANTS, ScenarioSpec
-from aggregation.simulate import Execution
+from aggregation.results import AttemptResult, Execution
+from aggregation.scenario import PLUGIN_VARIANTS
+from aggregation.timeline import Event
 
 
-def new_record(spec: ScenarioSpec, final_phase: str, final_code: Optional[str], final_kind: Optional[str],
-               source: str) -> pb.Execution:
-    """An empty `aggsim.v1.Execution` for a run of `spec` that ended in `final_phase`."""
-    return pb.Execution(
-        scenario=spec.name,
-        plugin=PLUGIN_VARIANTS[spec.plugin],
-        error_aggregation=spec.error_aggregation,
-        final_phase=pb.FinalPhase.Value(final_phase),
-        final_code=final_code or "",
-        final_kind=final_kind or "",
-        source=source,
-    )
+def _timeline_entry(item: pb.AttemptRecord, event: Event) -> None:
+    entry = item.timeline.add(at_seconds=event.at, pod=event.pod, what=event.describe(), kind=event.what.value,
+                              actor=event.actor, reason=event.reason, file=event.file, code=event.code,
+                              condition=event.condition)
+    if event.recoverable is not None:
+        entry.recoverable = event.recoverable
+    if event.stamp is not None:
+        entry.stamp_seconds = event.stamp
+    if event.exit_code is not None:
+        entry.exit_code = event.exit_code
 
 
-def add_attempt(record: pb.Execution, *, attempt: int, job_condition: str, job_terminal_at: float, observed_at: float,
-                outcome: TaskOutcome, decision: NodeDecision, read: Optional[ReadResult], resumed_from: str,
-                wrote_checkpoint: bool, preempted: bool, timeline: Iterable, exits: dict,
-                runs_on_interruptible: bool = False) -> pb.AttemptRecord:
-    """One attempt's record: what happened, what propeller read, what it decided (files are the caller's)."""
+def _attempt(record: pb.Execution, attempt: AttemptResult) -> None:
+    resumed = ""
+    if attempt.resumed_from is not None:
+        step = f" (step {attempt.resumed_step})" if attempt.resumed_step is not None else ""
+        resumed = f"attempt {attempt.resumed_from}{step}"
     item = record.attempts.add(
-        attempt=attempt,
-        job_condition=job_condition,
-        job_terminal_at=job_terminal_at,
-        observed_at=observed_at,
-        task_phase=outcome.phase.value,
-        decision=decision.decision.value,
-        node_code=decision.code or "",
-        resumed_from_checkpoint=resumed_from,
-        wrote_checkpoint=wrote_checkpoint,
-        preempted=preempted,
-        runs_on_interruptible=runs_on_interruptible,
+        attempt=attempt.attempt,
+        job_condition=attempt.job_condition,
+        job_terminal_at=attempt.job_terminal_at or 0.0,
+        observed_at=attempt.observed_at or 0.0,
+        task_phase=attempt.outcome.phase.value,
+        decision=attempt.decision.decision.value,
+        node_code=attempt.decision.code or "",
+        resumed_from_checkpoint=resumed,
+        wrote_checkpoint=attempt.wrote_checkpoint,
+        preempted=attempt.preempted,
+        runs_on_interruptible=attempt.on_interruptible,
     )
-    for entry in timeline:
-        item.timeline.add(at_seconds=entry.at, pod=entry.pod, what=entry.what)
-    for pod, (code, exited_at) in exits.items():
-        item.pods.add(pod=pod, exit_code=code if code is not None else -1, exited_at=exited_at or 0.0)
+    for event in attempt.timeline:
+        _timeline_entry(item, event)
+    for pod, (code, exited_at) in attempt.exits.items():
+        item.pods.add(pod=pod, exit_code=code, exited_at=exited_at)
+    read = attempt.read
     if read is not None:
         item.rule = read.rule
         if read.selected is not None:
             item.winning_file = read.selected.path
-    if outcome.error is not None:
-        item.error.CopyFrom(outcome.error.to_proto())
-    return item
+    if attempt.outcome.error is not None:
+        item.error.CopyFrom(attempt.outcome.error.to_proto())
+    seen = {id(u) for u in attempt.seen}
+    for upload in attempt.uploads:
+        file = item.files.add(name=upload.name, pod=upload.pod, uploaded_at=upload.at, seen_by_propeller=id(upload) in seen)
+        if upload.content is not None:
+            document = _parse(upload.content)
+            if document is not None and document.HasField("error"):
+                file.error.CopyFrom(document.error)
+        elif upload.error is not None:
+            e = upload.error
+            file.error.CopyFrom(error_document(code=e.code, message=e.message, recoverable=e.recoverable, origin="USER",
+                                               timestamp_ns=round(e.timestamp * 1e9), worker=e.worker).error)
 
 
-def execution_to_proto(execution: Execution, source: str = "simulated") -> pb.Execution:
-    record = new_record(execution.scenario, execution.final_phase.value, execution.final_code, execution.final_kind, source)
+def _parse(content: bytes):
+    from flyteidl.core import errors_pb2
+    from google.protobuf.message import DecodeError
+
+    document = errors_pb2.ErrorDocument()
+    try:
+        document.ParseFromString(content)
+    except DecodeError:
+        return None
+    return document
+
+
+def execution_to_proto(execution: Execution) -> pb.Execution:
+    record = pb.Execution(
+        scenario=execution.scenario.name,
+        plugin=PLUGIN_VARIANTS[execution.scenario.plugin],
+        error_aggregation=execution.scenario.error_aggregation,
+        final_phase=pb.FinalPhase.Value(execution.final_phase.value),
+        final_code=execution.final_code or "",
+        final_kind=execution.final_kind or "",
+        source=execution.source.value,
+    )
     for attempt in execution.attempts:
-        item = add_attempt(
-            record, attempt=attempt.attempt, job_condition=attempt.job_condition,
-            job_terminal_at=attempt.job_terminal_at, observed_at=attempt.observed_at, outcome=attempt.outcome,
-            decision=attempt.decision, read=attempt.read,
-            resumed_from=f"attempt {attempt.resumed_from}" if attempt.resumed_from is not None else "",
-            wrote_checkpoint=attempt.wrote_checkpoint, preempted=attempt.preempted, timeline=attempt.log,
-            exits=attempt.exits, runs_on_interruptible=attempt.on_interruptible,
-        )
-        seen = {id(u) for u in attempt.seen}
-        for upload in attempt.uploads:
-            file = item.files.add(name=upload.name, pod=upload.pod, uploaded_at=upload.at, seen_by_propeller=id(upload) in seen)
-            if upload.error is not None:
-                e = upload.error
-                file.error.CopyFrom(error_document(code=e.code, message=e.message, recoverable=e.recoverable,
-                                                   origin="USER", timestamp_ns=round(e.timestamp * 1e9), worker=e.worker).error)
+        _attempt(record, attempt)
     return record
 
 
@@ -99,5 +116,5 @@ def compare(simulated: pb.Execution, real: pb.Execution) -> list[tuple[str, obje
     return [(key, sim.get(key), got.get(key)) for key in dict.fromkeys(list(sim) + list(got))]
 
 
-def execution_to_json(execution: Execution, source: str = "simulated") -> dict[str, Any]:
-    return json_format.MessageToDict(execution_to_proto(execution, source), preserving_proto_field_name=True)
+def execution_to_json(execution: Execution) -> dict[str, Any]:
+    return json_format.MessageToDict(execution_to_proto(execution), preserving_proto_field_name=True)

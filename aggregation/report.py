@@ -7,23 +7,21 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from aggregation.explore import OUTCOMES, SweepResult
-from aggregation.simulate import AttemptResult, Execution
+from aggregation.explore import OUTCOMES, SweepResult, shown_outcomes
+from aggregation.timeline import What
+from aggregation.results import AttemptResult, Execution
 
 PHASE_STYLE = {
     "SUCCEEDED": "green",
     "RETRIED_THEN_SUCCEEDED": "green",
     "SUCCEEDED_SILENTLY": "bold red",
     "FAILED_PERMANENTLY": "red",
+    "STILL_RUNNING": "yellow",
 }
 
 
 def timeline_lines(attempt: AttemptResult) -> list[str]:
-    entries = [(e.at, i, e.pod, e.what) for i, e in enumerate(attempt.log)]
-    seen = len([u for u in attempt.seen if u.error])
-    read = "reads no file (job Failed)" if attempt.read is None else f"reads the {seen} error file(s) uploaded by then"
-    entries.append((attempt.observed_at, len(entries), "propeller", f"observes job {attempt.job_condition}; {read}"))
-    return [f"{at:9.3f}  {pod:<16} {what}" for at, _, pod, what in sorted(entries)]
+    return [f"{e.at:9.3f}  {e.pod:<16} {e.describe()}" for e in attempt.timeline]
 
 
 def render_execution(execution: Execution, console: Console) -> None:
@@ -54,11 +52,13 @@ def render_execution(execution: Execution, console: Console) -> None:
                   f"{' (' + execution.final_code + ')' if execution.final_code else ''}")
 
 
+KEY_EVENTS = (What.SIGTERM, What.UPLOAD, What.JOB_TERMINAL, What.OBSERVES, What.SIGKILL, What.WORKER_FAILED)
+
+
 def _counterexample(assignment, execution: Execution) -> str:
     settings = ", ".join(f"{name}={value}" for name, value in assignment)
     first = execution.attempts[0]
-    key_lines = [line for line in timeline_lines(first)
-                 if any(word in line for word in ("SIGTERM", "uploads", "job ", "observes", "SIGKILL", "fails"))]
+    key_lines = [f"{e.at:9.3f}  {e.pod:<16} {e.describe()}" for e in first.timeline if e.what in KEY_EVENTS]
     return settings + "\n" + "\n".join(key_lines)
 
 
@@ -69,14 +69,15 @@ def render_sweep(result: SweepResult, console: Console, counterexamples: bool = 
     table = Table(title=title, show_lines=True)
     table.add_column("plugin", no_wrap=True)
     table.add_column("aggre-\ngation", no_wrap=True)
-    for outcome in OUTCOMES:
+    outcomes = shown_outcomes(result)
+    for outcome in outcomes:
         table.add_column(outcome.replace("_", " ").lower(), justify="right")
     table.add_column("genuine error masked", justify="right")
     for cell in result.cells:
         table.add_row(
             cell.plugin,
             "on" if cell.aggregation else "off",
-            *(f"{cell.counts[o]} ({cell.share(o):.0%})" for o in OUTCOMES),
+            *(f"{cell.counts[o]} ({cell.share(o):.0%})" for o in outcomes),
             f"{cell.masked} ({cell.masked / cell.total:.0%})" if cell.total else "0",
         )
     console.print(table)

@@ -14,20 +14,16 @@ from typing import Optional
 
 from google.protobuf import text_format
 
+from aggregation import defaults
+from aggregation.kinds import CleanPodPolicy, PluginVariant
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 
-PLUGIN_VARIANTS = {"upstream": pb.UPSTREAM, "seed-pr": pb.SEED_PR, "recoverable": pb.RECOVERABLE}
-VARIANT_NAMES = {value: name for name, value in PLUGIN_VARIANTS.items()}
-
-# Defaults, each from the source that sets it.
-DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes terminationGracePeriodSeconds
-DEFAULT_RENDEZVOUS_SECONDS = 2.0
-DEFAULT_SHUTDOWN_SECONDS = 0.03  # measured: SIGTERM -> SignalException caught, workers obeying SIGTERM
-DEFAULT_UPLOAD_SECONDS = 0.05
-DEFAULT_DETECTION_SECONDS = 1.0
-DEFAULT_PEER_FAILURE_SECONDS = 0.05  # measured: peer's signal -> survivor's "Connection reset by peer"
-DEFAULT_JOIN_TIMEOUT_SECONDS = 600.0  # torch elastic join_timeout
-DEFAULT_TRAINING_SECONDS = 60.0
+#: the scenario schema's enum value for each plugin variant
+PLUGIN_VARIANTS = {PluginVariant.UPSTREAM: pb.UPSTREAM, PluginVariant.SEED_PR: pb.SEED_PR,
+                   PluginVariant.RECOVERABLE: pb.RECOVERABLE}
+VARIANT_NAMES = {value: variant for variant, value in PLUGIN_VARIANTS.items()}
+CLEAN_POD_POLICIES = {pb.CLEAN_POD_POLICY_NONE: CleanPodPolicy.NONE, pb.CLEAN_POD_POLICY_RUNNING: CleanPodPolicy.RUNNING,
+                      pb.CLEAN_POD_POLICY_ALL: CleanPodPolicy.ALL}
 
 
 class ScenarioError(ValueError):
@@ -36,13 +32,13 @@ class ScenarioError(ValueError):
 
 @dataclass(frozen=True)
 class PodTiming:
-    rendezvous: float = DEFAULT_RENDEZVOUS_SECONDS
-    shutdown: float = DEFAULT_SHUTDOWN_SECONDS
-    upload: float = DEFAULT_UPLOAD_SECONDS
-    detection: float = DEFAULT_DETECTION_SECONDS
-    peer_failure_after: Optional[float] = DEFAULT_PEER_FAILURE_SECONDS  # None: wait in rendezvous instead
+    rendezvous: float = defaults.RENDEZVOUS_SECONDS
+    shutdown: float = defaults.SHUTDOWN_SECONDS
+    upload: float = defaults.UPLOAD_SECONDS
+    detection: float = defaults.DETECTION_SECONDS
+    peer_failure_after: Optional[float] = defaults.PEER_FAILURE_SECONDS  # None: wait in rendezvous instead
     peer_failure_recoverable: bool = False
-    join_timeout: float = DEFAULT_JOIN_TIMEOUT_SECONDS
+    join_timeout: float = defaults.JOIN_TIMEOUT_SECONDS
 
 
 @dataclass(frozen=True)
@@ -61,7 +57,7 @@ class ScenarioSpec:
     pods: tuple[str, ...]
     nproc_per_node: int
     elastic: bool
-    clean_pod_policy: str  # "None" | "Running" | "All"
+    clean_pod_policy: CleanPodPolicy
     grace: float
     fork: bool
     retries: int
@@ -73,7 +69,7 @@ class ScenarioSpec:
     ignore_retry_cause: bool
     observation_delay: float
     interruptible_failure_threshold: int
-    plugin: str  # "upstream" | "seed-pr" | "recoverable"
+    plugin: PluginVariant
     timings: dict[str, PodTiming] = field(default_factory=dict)
     attempts: tuple[tuple[SimEvent, ...], ...] = ()
     seed: int = 0
@@ -85,7 +81,7 @@ class ScenarioSpec:
 
     def propeller_config(self):
         """The scenario's propeller settings as the model's `PropellerConfig`."""
-        from aggregation.propeller import PropellerConfig
+        from aggregation.propeller import PropellerConfig  # propeller's rules are not needed to load a scenario
 
         return PropellerConfig(
             max_node_retries_system_failures=self.max_system_failures,
@@ -94,7 +90,7 @@ class ScenarioSpec:
         )
 
     def with_plugin(self, plugin: str) -> "ScenarioSpec":
-        return replace(self, plugin=plugin)
+        return replace(self, plugin=PluginVariant(plugin))
 
     def with_aggregation(self, on: bool) -> "ScenarioSpec":
         return replace(self, error_aggregation=on)
@@ -113,12 +109,12 @@ def _timing(base: PodTiming, message: pb.PodTimings) -> PodTiming:
     reaction = message.on_peer_death
     which = reaction.WhichOneof("reaction")
     if which == "fail":
-        values["peer_failure_after"] = reaction.fail.after_seconds if reaction.fail.HasField("after_seconds") else DEFAULT_PEER_FAILURE_SECONDS
+        values["peer_failure_after"] = reaction.fail.after_seconds if reaction.fail.HasField("after_seconds") else defaults.PEER_FAILURE_SECONDS
         values["peer_failure_recoverable"] = reaction.fail.recoverable
     elif which == "wait_in_rendezvous":
         values["peer_failure_after"] = None
         wait = reaction.wait_in_rendezvous
-        values["join_timeout"] = wait.timeout_seconds if wait.HasField("timeout_seconds") else DEFAULT_JOIN_TIMEOUT_SECONDS
+        values["join_timeout"] = wait.timeout_seconds if wait.HasField("timeout_seconds") else defaults.JOIN_TIMEOUT_SECONDS
     return replace(base, **values)
 
 
@@ -195,9 +191,10 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         raise where.error(where.line_of(rf'pods:\s*"{re.escape(duplicate)}"', 1), "job.pods", f"duplicate pod {duplicate!r}")
 
     if plugin_override is not None:
-        if plugin_override not in PLUGIN_VARIANTS:
-            raise ScenarioError(f"--plugin: unknown plugin variant {plugin_override!r} (expected {', '.join(PLUGIN_VARIANTS)})")
-        plugin = plugin_override
+        if plugin_override not in set(PluginVariant):
+            names = ", ".join(v.value for v in PluginVariant)
+            raise ScenarioError(f"--plugin: unknown plugin variant {plugin_override!r} (expected {names})")
+        plugin = PluginVariant(plugin_override)
     elif message.plugin == pb.PLUGIN_VARIANT_UNSPECIFIED:
         raise where.error(1, "plugin", "missing: set UPSTREAM, SEED_PR or RECOVERABLE (or pass --plugin)")
     else:
@@ -207,9 +204,9 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         if value < 0 or value != value:
             raise where.error(where.line_of(line_pattern, occurrence), field_path, f"must be >= 0, got {value}")
 
-    grace = job.termination_grace_period_seconds if job.HasField("termination_grace_period_seconds") else DEFAULT_GRACE_SECONDS
+    grace = job.termination_grace_period_seconds if job.HasField("termination_grace_period_seconds") else defaults.TERMINATION_GRACE_SECONDS
     non_negative(grace, r"termination_grace_period_seconds", "job.termination_grace_period_seconds")
-    training = message.task.training_seconds if message.task.HasField("training_seconds") else DEFAULT_TRAINING_SECONDS
+    training = message.task.training_seconds if message.task.HasField("training_seconds") else defaults.TRAINING_SECONDS
     non_negative(training, r"training_seconds", "task.training_seconds")
     non_negative(message.propeller.observation_delay_seconds, r"observation_delay_seconds", "propeller.observation_delay_seconds")
 
@@ -255,7 +252,6 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
             ))
         attempts.append(tuple(sorted(events, key=lambda ev: ev.at)))
 
-    policies = {pb.CLEAN_POD_POLICY_NONE: "None", pb.CLEAN_POD_POLICY_RUNNING: "Running", pb.CLEAN_POD_POLICY_ALL: "All"}
     propeller = message.propeller
     return ScenarioSpec(
         name=message.name or Path(where.path).stem,
@@ -263,7 +259,7 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         pods=pods,
         nproc_per_node=job.nproc_per_node or 1,
         elastic=job.elastic if job.HasField("elastic") else True,
-        clean_pod_policy=policies[job.clean_pod_policy],
+        clean_pod_policy=CLEAN_POD_POLICIES[job.clean_pod_policy],
         grace=grace,
         fork=job.start_method == pb.FORK,
         retries=message.task.retries,
@@ -271,10 +267,12 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         interruptible=message.task.interruptible,
         training_seconds=training,
         error_aggregation=propeller.error_aggregation,
-        max_system_failures=propeller.max_node_retries_system_failures if propeller.HasField("max_node_retries_system_failures") else 3,
+        max_system_failures=propeller.max_node_retries_system_failures
+        if propeller.HasField("max_node_retries_system_failures") else defaults.MAX_NODE_RETRIES_SYSTEM_FAILURES,
         ignore_retry_cause=propeller.ignore_retry_cause,
         observation_delay=propeller.observation_delay_seconds,
-        interruptible_failure_threshold=propeller.interruptible_failure_threshold if propeller.HasField("interruptible_failure_threshold") else -1,
+        interruptible_failure_threshold=propeller.interruptible_failure_threshold
+        if propeller.HasField("interruptible_failure_threshold") else defaults.INTERRUPTIBLE_FAILURE_THRESHOLD,
         plugin=plugin,
         timings=timings,
         attempts=tuple(attempts),

@@ -1,7 +1,7 @@
 """The model checked against the real thing: the shipped incidents run as real local PyTorchJobs.
 
 Each real run starts `pyflyte-execute` pods (torch elastic, c10d, gloo) with the environment Flyte's
-backend plugin gives them, plays kubelet / training operator / propeller (`plugin/local_job.py`) and
+backend plugin gives them, drives them with the simulator's own kubelet, training operator and propeller (`localjob/`) and
 must reach the same verdict as the simulator: which error wins (code, kind, worker), the node decision
 per attempt, the number of attempts, checkpoint resumption and the final phase. `make test` runs one
 representative case; `make test-real` runs them all.
@@ -38,10 +38,10 @@ def conform(scenario: str, plugin: str, tmp_path: Path):
     from aggregation.record import compare, execution_to_proto
     from aggregation.scenario import load_scenario
     from aggregation.simulate import simulate
-    from plugin.local_job import real_to_proto, run_local
+    from localjob.runner import run_local
 
     spec = load_scenario(str(SCENARIOS / f"{scenario}.textproto"), plugin)
-    real = real_to_proto(run_local(spec, tmp_path))
+    real = execution_to_proto(run_local(spec, tmp_path))
     assert leftover_processes(tmp_path) == [], "a pod, agent or worker outlived the run"
     simulated = execution_to_proto(simulate(spec))
     differences = [(field, sim, got) for field, sim, got in compare(simulated, real) if sim != got]
@@ -64,8 +64,9 @@ def test_upstream_plugin_preemption_race_is_predicted_by_the_sweep(tmp_path):
 
     from aggregation.explore import Variation, sweep
     from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
+    from aggregation.record import execution_to_proto
     from aggregation.scenario import load_scenario, read_scenario
-    from plugin.local_job import real_to_proto, run_local
+    from localjob.runner import run_local
 
     path = str(SCENARIOS / "preemption_during_training.textproto")
     variations = [Variation("timings.upload_seconds", (0.05, 0.5, 1.0, 2.0)),
@@ -75,7 +76,7 @@ def test_upstream_plugin_preemption_race_is_predicted_by_the_sweep(tmp_path):
     spec = load_scenario(path, "upstream")
     observed = Counter()
     for run in range(int(os.environ.get("AGGSIM_CONFORMANCE_RUNS", "1"))):
-        real = real_to_proto(run_local(spec, tmp_path / f"run-{run}"))
+        real = execution_to_proto(run_local(spec, tmp_path / f"run-{run}"))
         assert leftover_processes(tmp_path) == []
         attempt = real.attempts[0]
         assert attempt.job_condition == "Succeeded" and attempt.pods  # the preempted pod exited 0
@@ -109,7 +110,8 @@ def test_aggregation_off_last_writer_wins(tmp_path):
 
 def test_more_pods_than_the_machine_can_hold_is_refused_before_starting(tmp_path):
     from aggregation.scenario import parse_scenario
-    from plugin.local_job import LocalJobError, run_local
+    from localjob.realpods import LocalJobError
+    from localjob.runner import run_local
 
     pods = " ".join(f'pods: "p{i}"' for i in range(40))
     spec = parse_scenario(f"plugin: RECOVERABLE job {{ {pods} nproc_per_node: 2 }}")
@@ -121,8 +123,9 @@ def test_more_pods_than_the_machine_can_hold_is_refused_before_starting(tmp_path
 @pytest.mark.slow
 def test_workers_that_outlive_the_grace_period_are_sigkilled(tmp_path):
     """A pod whose workers ignore SIGTERM longer than the grace period: SIGKILL, exit 137, job Failed, retry."""
+    from aggregation.record import execution_to_proto
     from aggregation.scenario import parse_scenario
-    from plugin.local_job import real_to_proto, run_local
+    from localjob.runner import run_local
 
     spec = parse_scenario(
         'name: "hung" plugin: RECOVERABLE seed: 1 '
@@ -131,23 +134,23 @@ def test_workers_that_outlive_the_grace_period_are_sigkilled(tmp_path):
         'pod_timings { pod: "train-worker-1" timings { agent_shutdown_seconds: 20 } } '
         'attempts { events { at_seconds: 10.3 pod: "train-worker-1" preemption {} } }'
     )
-    real = real_to_proto(run_local(spec, tmp_path))
+    real = execution_to_proto(run_local(spec, tmp_path))
     assert leftover_processes(tmp_path) == []
     first = real.attempts[0]
     assert dict((p.pod, p.exit_code) for p in first.pods)["train-worker-1"] == 137
     assert first.job_condition == "Failed" and first.decision == "RETRY"
-    assert any(e.what.startswith("SIGKILL") for e in first.timeline)
+    assert any(e.kind == "sigkill" and e.pod == "train-worker-1" for e in first.timeline)
 
 
 def test_pod_that_crashes_before_the_rendezvous_is_a_clear_error_and_nothing_is_left(tmp_path, monkeypatch):
     """A pod that cannot even load its task ends the run with one clear line; every process is reaped."""
     from aggregation.scenario import load_scenario
-    from plugin import local_job
+    from localjob import realpods, runner
 
-    monkeypatch.setattr(local_job, "task_name", lambda *args: "no_such_task")
+    monkeypatch.setattr(runner, "task_name", lambda *args: "no_such_task")
     spec = load_scenario(str(SCENARIOS / "preemption_during_training.textproto"), "recoverable")
-    with pytest.raises(local_job.LocalJobError, match=r"pod train-worker-\d exited .* before training"):
-        local_job.run_local(spec, tmp_path)
+    with pytest.raises(realpods.LocalJobError, match=r"pod train-worker-\d exited .* before training"):
+        runner.run_local(spec, tmp_path)
     assert leftover_processes(tmp_path) == []
 
 
@@ -156,17 +159,17 @@ def test_rendezvous_port_already_taken_is_a_clear_error_and_nothing_is_left(tmp_
     import socket
 
     from aggregation.scenario import load_scenario
-    from plugin import local_job
+    from localjob import realpods, runner
 
     squatter = socket.socket()
     squatter.bind(("127.0.0.1", 0))
     squatter.listen()
     try:
-        monkeypatch.setattr(local_job, "free_port", lambda: squatter.getsockname()[1])
-        monkeypatch.setattr(local_job, "START_TIMEOUT", 20.0)
+        monkeypatch.setattr(realpods, "free_port", lambda: squatter.getsockname()[1])
+        monkeypatch.setattr(realpods, "START_TIMEOUT", 20.0)
         spec = load_scenario(str(SCENARIOS / "preemption_during_training.textproto"), "recoverable")
-        with pytest.raises(local_job.LocalJobError):
-            local_job.run_local(spec, tmp_path)
+        with pytest.raises(realpods.LocalJobError):
+            runner.run_local(spec, tmp_path)
     finally:
         squatter.close()
     assert leftover_processes(tmp_path) == []

@@ -9,7 +9,7 @@ def test_demo_shows_silent_success_upstream_and_retry_with_the_plugin(tmp_path):
     """Upstream: empty prefix -> SUCCEEDED silently (handler.go ValidateOutput); ours: RETRY (executor.go)."""
     from rich.console import Console
 
-    from plugin.demo import run_demo
+    from localjob.demo import run_demo
 
     console = Console(record=True, width=120)
     upstream, recoverable = run_demo(console, work_dir=tmp_path)

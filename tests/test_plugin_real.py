@@ -58,7 +58,7 @@ def assert_reaped(pod) -> None:
 
 def run_pod(tmp_path: Path, task_name: str, error_aggregation: bool = True, **env) -> tuple[int, Path, Path, str]:
     """One pod whose rank 0 signals its own agent after a gloo barrier; returns (exit code, prefix, events, log)."""
-    from plugin.local_pod import LocalPod, PodSpec
+    from localjob.pod import LocalPod, PodSpec
 
     events = tmp_path / "events"
     events.mkdir()
@@ -173,7 +173,7 @@ def test_signal_during_first_rendezvous(tmp_path, variant):
     """Before `PContext.start` torch has no handler: upstream dies by SIGTERM; ours writes a recoverable error."""
     from flyteidl.core import errors_pb2
 
-    from plugin.local_pod import LocalPod, PodSpec
+    from localjob.pod import LocalPod, PodSpec
 
     port = free_port()
     prefix = tmp_path / "outputs"
@@ -221,7 +221,7 @@ def test_survivor_failing_from_peer_death_sorts_after_the_signal(tmp_path):
     """
     from flyteidl.core import errors_pb2
 
-    from plugin.local_pod import LocalPod, PodSpec
+    from localjob.pod import LocalPod, PodSpec
 
     port = free_port()
     events = tmp_path / "events"

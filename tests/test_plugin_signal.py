@@ -53,7 +53,7 @@ def test_signal_exception_becomes_recoverable_with_cause_message_and_arrival_sta
     from flytekit.exceptions.user import FlyteRecoverableException
     from torch.distributed.elastic.multiprocessing.api import SignalException
 
-    from plugin import workloads
+    from localjob import workloads
 
     run, sent = _agent_that_is_signalled(signal.SIGTERM, shutdown_seconds=1.0)
     launcher(run)
@@ -75,7 +75,7 @@ def test_every_signal_torch_handles_is_named(launcher, sig):
     """torch's default TORCHELASTIC_SIGNALS_TO_HANDLE (`multiprocessing/api.py`, `PContext.start`)."""
     from flytekit.exceptions.user import FlyteRecoverableException
 
-    from plugin import workloads
+    from localjob import workloads
 
     run, _ = _agent_that_is_signalled(sig, shutdown_seconds=0.0)
     launcher(run)
@@ -87,7 +87,7 @@ def test_upstream_task_still_ignores_outputs(launcher):
     """The baseline this project changes: upstream `_execute` raises IgnoreOutputs on SignalException."""
     from flytekit.core.base_task import IgnoreOutputs
 
-    from plugin import workloads
+    from localjob import workloads
 
     from torch.distributed.elastic.multiprocessing.api import SignalException
 
@@ -104,7 +104,7 @@ def test_success_elsewhere_still_ignores_outputs(launcher):
     """Unchanged: a worker group without global rank 0 raises IgnoreOutputs on success (`_execute`)."""
     from flytekit.core.base_task import IgnoreOutputs
 
-    from plugin import workloads
+    from localjob import workloads
 
     launcher(lambda *args: {1: None})  # only rank 1 lives in this pod's worker group
     with pytest.raises(IgnoreOutputs) as raised:
@@ -114,7 +114,7 @@ def test_success_elsewhere_still_ignores_outputs(launcher):
 
 def test_signal_handlers_are_restored_after_execute(launcher):
     """The rendezvous-window handlers are ours only while `_execute` runs."""
-    from plugin import workloads
+    from localjob import workloads
 
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
     launcher(lambda *args: {0: None})
@@ -205,7 +205,7 @@ def test_recoverable_true_first_failure_makes_the_pod_error_recoverable(tmp_path
     """Upstream's rule, "recoverable iff the first failure is" (`_execute`), applied to the true first failure."""
     from flytekit.exceptions.user import FlyteRecoverableException
 
-    from plugin import workloads
+    from localjob import workloads
 
     error, whole = _same_second_failures(tmp_path, monkeypatch, true_first_recoverable=True)
 

@@ -22,6 +22,7 @@ from aggregation.record import execution_to_json
 from aggregation.report import sweep_to_json
 from aggregation.scenario import ScenarioError, load_scenario, parse_scenario, read_scenario
 from aggregation.simulate import simulate
+from aggregation.timeline import What
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
@@ -195,9 +196,9 @@ def test_non_elastic_job_succeeds_only_with_its_master():
 def test_clean_pod_policy_running_sigterms_the_rest():
     events = 'events { at_seconds: 30 pod: "a" worker_error {} }'
     spec = scenario(events, job="clean_pod_policy: CLEAN_POD_POLICY_RUNNING", timings="on_peer_death { wait_in_rendezvous {} }")
-    log = [e.what for e in simulate(spec).attempts[0].log]
-    assert any("CleanPodPolicy Running: deletes b" in line for line in log)
-    assert any("SIGTERM (operator cleanup)" in line for line in log)
+    timeline = simulate(spec).attempts[0].timeline
+    assert any(e.what is What.DELETES_POD and e.target == "b" and e.reason == "Running" for e in timeline)
+    assert any(e.what is What.SIGTERM and e.target == "b" and e.reason == "operator cleanup" for e in timeline)
 
 
 def test_uploads_after_the_observing_round_are_never_read():
@@ -326,6 +327,6 @@ def test_demo_prints_the_headline_table():
 def test_a_node_leaving_the_first_rendezvous_strands_its_peers():
     """torch elastic: the rendezvous needs min_nodes; peers of a pod that left wait there (join_timeout)."""
     spec = scenario('events { at_seconds: 1 pod: "b" preemption {} }', timings="rendezvous_seconds: 5")
-    log = [(e.pod, e.what) for e in simulate(spec).attempts[0].log]
-    assert ("a", "waits in rendezvous for a peer that is gone") in log
-    assert ("a", "rendezvous done, workers started (signal handlers installed)") not in log
+    timeline = simulate(spec).attempts[0].timeline
+    assert [e.pod for e in timeline if e.what is What.WAITS_IN_RENDEZVOUS] == ["a"]
+    assert not any(e.what is What.RENDEZVOUS_DONE for e in timeline)

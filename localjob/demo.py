@@ -21,8 +21,8 @@ from rich.table import Table
 
 from aggregation.explain import Explanation, explain_prefix, rfc3339_nanos
 from aggregation.propeller import JobCondition
-from plugin.local_pod import LocalPod, PodSpec
-from plugin.workloads import task_name
+from localjob.pod import LocalPod, PodSpec
+from localjob.workloads import task_name
 
 RETRIES = 2  # the demo task is declared with `retries=2`
 POD_TIMEOUT = 90

@@ -41,7 +41,7 @@ class PodSpec:
     name: str
     task_name: str
     output_prefix: Path
-    task_module: str = "plugin.workloads"
+    task_module: str = "localjob.workloads"
     error_aggregation: bool = True
     nnodes: int = 1
     rendezvous_endpoint: Optional[str] = None

@@ -13,10 +13,12 @@ serves every scenario:
   checkpoint flush), which is what makes a stamp taken after shutdown late.
 - ``AGGSIM_TRAIN_SECONDS``: how long to keep training (an ``all_reduce`` per step) before returning;
   default 60 s, i.e. "until something stops us".
-- ``AGGSIM_CONTROL``: a JSON file the local job runner writes once training is under way, with absolute
-  times: ``finish_at``, ``raise`` (``[{"rank", "at", "message"}]``) and ``checkpoint_at``. Rank 0
-  writes its step through flytekit's checkpoint API at each ``checkpoint_at`` and, at start, reads the
-  previous attempt's (``--prev-checkpoint``), recording ``resumed-<step>``.
+- ``AGGSIM_CONTROL``: a JSON file the local job runner rewrites (atomically) at the moment a scenario
+  event happens, holding every command so far: ``raise`` (``[{"rank", "message", "recoverable"}]``:
+  that rank raises now, ``FlyteRecoverableException`` if recoverable), ``checkpoints`` (how many
+  checkpoints rank 0 has been told to write through flytekit's checkpoint API) and ``finish`` (training
+  is complete). Workers read it every step. At start rank 0 reads the previous attempt's checkpoint
+  (``--prev-checkpoint``) and records ``resumed-<step>``.
 
 Tasks are named ``<variant>_<start method>_<nnodes>x<nproc>``, variant ``upstream`` (flytekit's
 plugin as released) or ``recoverable`` (this project's).
@@ -31,6 +33,7 @@ import time
 
 import flytekit
 from flytekit import task
+from flytekit.exceptions.user import FlyteRecoverableException
 from flytekitplugins.kfpytorch import Elastic as UpstreamElastic
 
 from plugin import Elastic as RecoverableElastic
@@ -121,16 +124,22 @@ def train() -> None:
 
     deadline = time.time() + float(os.environ.get("AGGSIM_TRAIN_SECONDS", "60"))
     step = start_step
-    checkpointed_at = set()
+    checkpoints_written = 0
     while True:
         control = _control()
-        now = time.time()
-        if now >= control.get("finish_at", deadline):
-            break
-        for planned in control.get("raise", ()):
-            if planned["rank"] == rank and now >= planned["at"]:
+        for command in control.get("raise", ()):
+            if command["rank"] == rank:
                 record_event("raise", rank)
-                raise ValueError(planned.get("message") or f"worker with global rank {rank} failed")
+                message = command.get("message") or f"worker with global rank {rank} failed"
+                if command.get("recoverable"):
+                    raise FlyteRecoverableException(message)
+                raise ValueError(message)
+        if rank == 0 and control.get("checkpoints", 0) > checkpoints_written:
+            checkpoints_written = control["checkpoints"]
+            _save_step(step)
+            record_event(f"checkpoint-{checkpoints_written}", rank)
+        if control.get("finish") or time.time() >= deadline:
+            break
         optimizer.zero_grad()
         loss = torch.nn.functional.mse_loss(model(inputs), targets)
         loss.backward()
@@ -139,12 +148,6 @@ def train() -> None:
             parameter.grad /= world
         optimizer.step()
         step += 1
-        if rank == 0:
-            due = [at for at in control.get("checkpoint_at", ()) if at <= now and at not in checkpointed_at]
-            if due:
-                checkpointed_at.update(due)
-                _save_step(step)
-                record_event(f"checkpoint-{len(checkpointed_at)}", rank)
         time.sleep(0.01)
     record_event("done", rank)
     dist.destroy_process_group()

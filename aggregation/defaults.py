@@ -1,0 +1,31 @@
+"""Every default the model uses, in one place, each with the upstream source that sets it.
+
+Propeller's budgets and the payload limit are what a deployment gets when it sets nothing; a scenario,
+a CLI flag or `PropellerConfig` overrides them. Pod timings are this project's measurements (see the
+README's "Timings"), not upstream settings.
+"""
+
+from __future__ import annotations
+
+# --- propeller (flyteorg/flyte v1.16.8 flytepropeller/pkg/controller/config/config.go defaultConfig) -------------
+MAX_NODE_RETRIES_SYSTEM_FAILURES = 3  # NodeConfig.MaxNodeRetriesOnSystemFailures
+DEFAULT_MAX_ATTEMPTS = 1  # NodeConfig.DefaultMaxAttempts
+INTERRUPTIBLE_FAILURE_THRESHOLD = -1  # NodeConfig.InterruptibleFailureThreshold
+IGNORE_RETRY_CAUSE = False  # NodeConfig.IgnoreRetryCause
+MAX_WORKFLOW_RETRIES = 10  # Config.MaxWorkflowRetries
+
+# --- storage (flytestdlib storage/config.go: LimitsConfig.GetLimitMegabytes default 2) ----------------------------
+MAX_DOWNLOAD_MBS = 2
+MAX_PAYLOAD_BYTES = MAX_DOWNLOAD_MBS * 1024 * 1024
+
+# --- Kubernetes and torch elastic ----------------------------------------------------------------------------------
+TERMINATION_GRACE_SECONDS = 30.0  # Kubernetes terminationGracePeriodSeconds
+JOIN_TIMEOUT_SECONDS = 600.0  # torch.distributed.elastic rendezvous join_timeout
+
+# --- pod timings (measured on this machine with real pods; scenarios override them) -------------------------------
+RENDEZVOUS_SECONDS = 2.0
+SHUTDOWN_SECONDS = 0.03  # SIGTERM -> SignalException caught, workers obeying SIGTERM
+UPLOAD_SECONDS = 0.05
+DETECTION_SECONDS = 1.0
+PEER_FAILURE_SECONDS = 0.05  # a peer's signal -> the survivor's "Connection reset by peer"
+TRAINING_SECONDS = 60.0

@@ -1,0 +1,54 @@
+"""The attempt loop: attempt after attempt until propeller's decision ends the node.
+
+The same loop runs simulated pods and real ones: `make_pods(attempt, resumed_from)` gives the pods of
+each attempt. A RETRY starts the next attempt with the node's new counters; it resumes from the
+previous attempt's checkpoint if that attempt wrote one (`ComputePreviousCheckpointPath`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from aggregation.propeller import Decision, NodeState, PropellerConfig
+from aggregation.results import AttemptResult, Execution, FinalPhase, Source, success_phase
+from aggregation.scenario import ScenarioSpec
+from aggregation.world import Attempt, Pods
+
+#: A safety net: propeller's budgets end every real execution long before this.
+MAX_ATTEMPTS = 100
+
+
+class TooManyAttempts(RuntimeError):
+    pass
+
+
+def run_attempt(spec: ScenarioSpec, attempt: int, state: NodeState, resumed_from: Optional[int], pods: Pods,
+                config: Optional[PropellerConfig] = None) -> AttemptResult:
+    world = Attempt(spec, attempt, state, pods, config)
+    try:
+        world.run()
+    finally:
+        pods.close()
+    return world.result(resumed_from, pods.resumed_step())
+
+
+def run_execution(spec: ScenarioSpec, make_pods: Callable[[int, Optional[int]], Pods], source: Source,
+                  max_attempts: int = MAX_ATTEMPTS, config: Optional[PropellerConfig] = None) -> Execution:
+    """Every attempt of the node until it succeeds, fails for good, or its job never ends."""
+    state = NodeState()
+    attempts: list[AttemptResult] = []
+    for attempt in range(max_attempts):
+        resumed_from = attempt - 1 if attempts and attempts[-1].wrote_checkpoint else None
+        result = run_attempt(spec, attempt, state, resumed_from, make_pods(attempt, resumed_from), config)
+        attempts.append(result)
+        decision = result.decision
+        if decision.decision is Decision.RETRY:
+            state = decision.next_state
+            continue
+        if decision.decision is Decision.SUCCEED:
+            return Execution(spec, tuple(attempts), success_phase(attempt, result.preempted, result.completed),
+                             source=source)
+        if decision.decision is Decision.WAIT:
+            return Execution(spec, tuple(attempts), FinalPhase.STILL_RUNNING, source=source)
+        return Execution(spec, tuple(attempts), FinalPhase.FAILED_PERMANENTLY, decision.code, decision.kind, source)
+    raise TooManyAttempts(f"{spec.name}: more than {max_attempts} attempts")

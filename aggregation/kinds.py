@@ -1,0 +1,45 @@
+"""The enums the model and the runner share: plugin variants, job conditions, clean-pod policies.
+
+Each is a `str` enum whose value is the name people see (and JSON carries), so a record prints as
+`upstream` or `Succeeded`, never as `PluginVariant.UPSTREAM`.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class NamedEnum(str, enum.Enum):
+    """A str enum that prints and formats as its value."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class PluginVariant(NamedEnum):
+    """Which kfpytorch elastic plugin the pods run."""
+
+    UPSTREAM = "upstream"  # flytekitplugins-kfpytorch 1.16 as released
+    SEED_PR = "seed-pr"  # the first proposed fix: recoverable, stamped where the exception is caught
+    RECOVERABLE = "recoverable"  # this project's plugin
+
+
+class JobCondition(NamedEnum):
+    """The training operator's condition for the job (the ones propeller distinguishes)."""
+
+    CREATED = "Created"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class CleanPodPolicy(NamedEnum):
+    """kubeflow common `CleanPodPolicy`: which pods the operator deletes once the job is terminal."""
+
+    NONE = "None"
+    RUNNING = "Running"
+    ALL = "All"

@@ -1,0 +1,70 @@
+"""What each kfpytorch elastic plugin variant does inside a pod: one object per variant.
+
+The simulated pod asks its variant three questions; everything else a pod does is the same for all:
+- does the plugin survive a SIGTERM during the first rendezvous (before torch installs its handlers)?
+- what stamp does a worker failure carry (torch's `int(time.time())`, or a refined sub-second one)?
+- what does the plugin make of torch's `SignalException`: nothing (`IgnoreOutputs`) or a recoverable
+  error, stamped when?
+
+Sources: flytekitplugins-kfpytorch 1.16 `task.py` `_execute` (upstream), torch elastic
+`errors/error_handler.py` (whole-second stamps), this project's `plugin/task.py` (recoverable).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from aggregation.kinds import PluginVariant
+
+
+class PodPlugin:
+    variant: PluginVariant
+    #: a SIGTERM before torch's first `PContext.start` ends as a handled SignalException, not exit 143
+    handles_first_rendezvous_signal = False
+
+    def worker_failure_stamp(self, failed_at: float) -> float:
+        """torch stamps a worker failure with `int(time.time())`."""
+        return float(math.floor(failed_at))
+
+    def signal_report(self, arrived: float, caught: float) -> Optional[float]:
+        """The stamp of the recoverable error reported for a signal, or None for `IgnoreOutputs`."""
+        raise NotImplementedError
+
+
+class UpstreamPlugin(PodPlugin):
+    """flytekitplugins-kfpytorch 1.16: SignalException -> IgnoreOutputs (no file, exit 0)."""
+
+    variant = PluginVariant.UPSTREAM
+
+    def signal_report(self, arrived: float, caught: float) -> Optional[float]:
+        return None
+
+
+class SeedPrPlugin(PodPlugin):
+    """The first proposed fix: a recoverable error stamped where the exception is caught (after shutdown)."""
+
+    variant = PluginVariant.SEED_PR
+
+    def signal_report(self, arrived: float, caught: float) -> Optional[float]:
+        return caught
+
+
+class RecoverablePlugin(PodPlugin):
+    """This project's plugin: stamped at the signal's arrival, sub-second worker stamps, first rendezvous handled."""
+
+    variant = PluginVariant.RECOVERABLE
+    handles_first_rendezvous_signal = True
+
+    def worker_failure_stamp(self, failed_at: float) -> float:
+        return failed_at  # refined with the worker's error-file mtime
+
+    def signal_report(self, arrived: float, caught: float) -> Optional[float]:
+        return arrived
+
+
+PLUGINS: dict[PluginVariant, PodPlugin] = {p.variant: p for p in (UpstreamPlugin(), SeedPrPlugin(), RecoverablePlugin())}
+
+
+def plugin_for(variant: PluginVariant) -> PodPlugin:
+    return PLUGINS[PluginVariant(variant)]

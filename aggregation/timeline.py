@@ -1,0 +1,107 @@
+"""What happened in an attempt, as typed records: what, who, when, and the fields that matter.
+
+Actors write `Event`s; renderers, plots, JSON and tests read their fields. `describe()` is the one place
+an event becomes a sentence for people.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from aggregation.kinds import NamedEnum
+
+
+class What(NamedEnum):
+    RENDEZVOUS_DONE = "rendezvous_done"  # workers started (torch installs its signal handlers now)
+    RESUMED = "resumed"  # rank 0 read the previous attempt's checkpoint
+    WAITS_IN_RENDEZVOUS = "waits_in_rendezvous"
+    RENDEZVOUS_TIMEOUT = "rendezvous_timeout"
+    CHECKPOINT = "checkpoint"
+    TRAINING_COMPLETE = "training_complete"
+    SIGTERM = "sigterm"
+    SIGNAL_LOST = "signal_lost"  # inside os.fork(), fork start method
+    SIGKILL = "sigkill"
+    SIGNAL_CAUGHT = "signal_caught"  # the plugin saw torch's SignalException
+    WORKER_FAILED = "worker_failed"
+    AGENT_RAISES = "agent_raises"  # ChildFailedError reaches the plugin
+    UPLOAD = "upload"
+    EXIT = "exit"
+    JOB_TERMINAL = "job_terminal"
+    DELETES_POD = "deletes_pod"  # the operator's CleanPodPolicy
+    OBSERVES = "observes"  # propeller's round that observes the terminal job
+    STILL_RUNNING = "still_running"  # a real pod still running when the run stops watching: reaped
+
+
+@dataclass(frozen=True)
+class Event:
+    at: float
+    actor: str  # a pod's name, "operator", "kubelet", "propeller" or "job"
+    what: What
+    target: str = ""  # the pod an operator or kubelet action is aimed at
+    reason: str = ""
+    file: str = ""
+    code: str = ""
+    recoverable: Optional[bool] = None
+    stamp: Optional[float] = None  # the timestamp written into an error document (scenario seconds)
+    exit_code: Optional[int] = None
+    condition: str = ""
+    genuine: bool = False  # a worker failure the scenario injected, not a consequence of a peer's death
+    count: Optional[int] = None  # files seen by propeller, a checkpoint step, a worker's rank
+
+    @property
+    def pod(self) -> str:
+        """The pod the event happened to (the target of an operator or kubelet action)."""
+        return self.target or self.actor
+
+    def describe(self) -> str:
+        w = What
+        what = self.what
+        if what is w.RENDEZVOUS_DONE:
+            return "rendezvous done, workers started (signal handlers installed)"
+        if what is w.RESUMED:
+            return f"resumed from checkpoint step {self.count}" if self.count is not None else "resumed from checkpoint"
+        if what is w.WAITS_IN_RENDEZVOUS:
+            return f"waits in rendezvous ({self.reason})"
+        if what is w.RENDEZVOUS_TIMEOUT:
+            return "RendezvousTimeoutError"
+        if what is w.CHECKPOINT:
+            return "writes a checkpoint"
+        if what is w.TRAINING_COMPLETE:
+            return "training complete"
+        if what is w.SIGTERM:
+            return f"SIGTERM ({self.reason})"
+        if what is w.SIGNAL_LOST:
+            return "signal lost inside os.fork(): the agent runs on until SIGKILL"
+        if what is w.SIGKILL:
+            return "SIGKILL after the grace period"
+        if what is w.SIGNAL_CAUGHT:
+            stamp = f" stamped {self.stamp:.3f}" if self.stamp is not None else ""
+            return f"SignalException -> {self.reason}{stamp}"
+        if what is w.WORKER_FAILED:
+            rank = f" (rank {self.count})" if self.count is not None else ""
+            kind = "" if self.recoverable is None else ("recoverable" if self.recoverable else "non-recoverable")
+            cause = "" if self.genuine or not self.reason else self.reason
+            detail = ", ".join(x for x in (kind, cause) if x)
+            return f"worker{rank} fails" + (f" ({detail})" if detail else "")
+        if what is w.AGENT_RAISES:
+            return "agent raises ChildFailedError"
+        if what is w.UPLOAD:
+            if self.code:
+                kind = "recoverable" if self.recoverable else "non-recoverable"
+                stamp = f", stamped {self.stamp:.3f}" if self.stamp is not None else ""
+                return f"uploads {self.file} ({self.code}, {kind}{stamp})"
+            return f"uploads {self.file}"
+        if what is w.EXIT:
+            return f"exits {self.exit_code}" + (f" ({self.reason})" if self.reason else "")
+        if what is w.JOB_TERMINAL:
+            return f"job {self.condition}: {self.reason}"
+        if what is w.DELETES_POD:
+            return f"CleanPodPolicy {self.reason}: deletes {self.target}"
+        if what is w.OBSERVES:
+            if self.condition == "Succeeded":
+                return f"observes job {self.condition}; reads the {self.count} error file(s) uploaded by then"
+            return f"observes job {self.condition}; reads no file"
+        if what is w.STILL_RUNNING:
+            return "still running after the verdict: reaped"
+        return what.value  # pragma: no cover - every What is described above

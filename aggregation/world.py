@@ -1,0 +1,201 @@
+"""One attempt's world: pods, kubelet, training operator and propeller on one clock.
+
+The pods are either simulated (`pods.SimulatedPods`, on the simulated clock) or real processes (the
+`localjob` package's `RealPods`, on the wall clock); everything else here is the same for both. Data
+flows one way: the scenario's events reach the pods (through the kubelet for signals), the pods upload
+files and exit, the operator turns exits into the job's condition, and propeller's round reads the files
+and decides.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Protocol
+
+from aggregation.engine import Clock
+from aggregation.kinds import CleanPodPolicy, JobCondition
+from aggregation.pods import Upload
+from aggregation.propeller import Decision, NodeDecision, NodeState, PropellerConfig, TaskOutcome, TaskPhase
+from aggregation.propeller import runs_on_interruptible
+from aggregation.propeller_actor import PropellerActor
+from aggregation.operator import TrainingOperator
+from aggregation.results import AttemptResult, winning_upload
+from aggregation.scenario import ScenarioSpec
+from aggregation.storage import OutputPrefix
+from aggregation.timeline import Event, What
+
+
+class Pods(Protocol):
+    """What the world asks of an attempt's pods, simulated or real."""
+
+    def start(self, world: "Attempt") -> Clock:
+        """Start the pods; return the clock they run on (the world's clock from then on)."""
+
+    def sigterm(self, pod: str, lands_during_fork: bool) -> None: ...
+
+    def sigkill(self, pod: str) -> None: ...
+
+    def worker_error(self, pod: str, recoverable: bool, message: str) -> None: ...
+
+    def checkpoint(self) -> None: ...
+
+    def complete(self) -> None: ...
+
+    def wrote_checkpoint(self) -> bool: ...
+
+    def completed(self) -> bool: ...
+
+    def resumed(self) -> bool:
+        """Whether rank 0 started from the previous attempt's checkpoint."""
+
+    def resumed_step(self) -> Optional[int]:
+        """The step it read back, where the pods can tell (real ones can)."""
+
+    def snapshot(self, uploads: tuple[Upload, ...]) -> tuple[OutputPrefix, tuple[Upload, ...]]:
+        """The output prefix as propeller can read it now, and which of `uploads` it holds."""
+
+    def close(self) -> None:
+        """Reap whatever is left (real pods); called even when the attempt failed."""
+
+
+class Kubelet:
+    """Delivers SIGTERM (preemption, or the operator's deletion) and SIGKILL after the grace period."""
+
+    def __init__(self, world: "Attempt") -> None:
+        self.world = world
+        self.kill_scheduled: set[str] = set()
+
+    def terminate(self, pod: str, why: str, lands_during_fork: bool = False) -> bool:
+        """SIGTERM `pod` if it still runs; the first signal's deadline for SIGKILL stands. True if delivered."""
+        world = self.world
+        if pod in world.exits:
+            return False
+        world.log(Event(world.clock.now, "kubelet", What.SIGTERM, target=pod, reason=why))
+        if pod not in self.kill_scheduled:
+            self.kill_scheduled.add(pod)
+            world.clock.at(world.clock.now + world.spec.grace, lambda: self.kill(pod))
+        world.pods.sigterm(pod, lands_during_fork)
+        return True
+
+    def kill(self, pod: str) -> None:
+        world = self.world
+        if pod not in world.exits:
+            world.log(Event(world.clock.now, "kubelet", What.SIGKILL, target=pod))
+            world.pods.sigkill(pod)
+
+
+class Attempt:
+    """The world of one attempt. Pods report to it: `log`, `upload`, `pod_exited`."""
+
+    def __init__(self, spec: ScenarioSpec, attempt: int, state: NodeState, pods: Pods,
+                 config: Optional[PropellerConfig] = None) -> None:
+        self.spec = spec
+        self.attempt = attempt
+        self.state = state
+        self.pods = pods
+        self.config = config or spec.propeller_config()
+        self.clock: Clock = Clock()  # the pods' start() replaces it with theirs
+        self.timeline: list[Event] = []
+        self.uploads: list[Upload] = []
+        self.exits: dict[str, tuple[int, float]] = {}
+        self.preempted = False
+        self.terminal_at: Optional[float] = None
+        self.kubelet = Kubelet(self)
+        self.operator: Optional[TrainingOperator] = None
+        self.propeller: Optional[PropellerActor] = None
+
+    # --- what pods report ----------------------------------------------------------------------
+    def log(self, event: Event) -> None:
+        self.timeline.append(event)
+
+    def upload(self, upload: Upload) -> None:
+        self.uploads.append(upload)
+
+    def pod_exited(self, pod: str, code: int) -> None:
+        if pod in self.exits:
+            return
+        self.exits[pod] = (code, self.clock.now)
+        self.operator.pod_exited(pod, code)
+
+    # --- the run -------------------------------------------------------------------------------
+    def run(self) -> None:
+        spec = self.spec
+        self.clock = self.pods.start(self)
+        self.operator = TrainingOperator(spec.elastic, spec.pods[0], spec.clean_pod_policy, self.running_pods,
+                                         self._delete_pod, self._job_terminal)
+        self.propeller = PropellerActor(self.clock, spec, self.state, self.config, lambda: self.pods.snapshot(tuple(self.uploads)), self.log)
+        self._schedule_scenario()
+        self.clock.run(self._done)
+        observation = self.propeller.observation
+        if observation is not None:
+            for pod in self.running_pods():  # only a wall clock stops before every pod has exited
+                self.log(Event(self.clock.now, pod, What.STILL_RUNNING))
+
+    def running_pods(self) -> list[str]:
+        return [pod for pod in self.spec.pods if pod not in self.exits]
+
+    def _schedule_scenario(self) -> None:
+        clock, pods = self.clock, self.pods
+        events = self.spec.events_for(self.attempt)
+        for event in events:
+            if event.kind == "preemption":
+                clock.at(event.at, lambda e=event: self._preempt(e.pod, e.lands_during_fork))
+            elif event.kind == "worker_error":
+                clock.at(event.at, lambda e=event: pods.worker_error(e.pod, e.recoverable, e.message))
+            elif event.kind == "checkpoint":
+                clock.at(event.at, pods.checkpoint)
+        completion = next((e.at for e in events if e.kind == "completion"), self.spec.training_seconds)
+        clock.at(completion, pods.complete)
+
+    def _preempt(self, pod: str, lands_during_fork: bool) -> None:
+        if self.kubelet.terminate(pod, "kubelet: preemption", lands_during_fork):
+            self.preempted = True
+
+    def _delete_pod(self, pod: str, policy: CleanPodPolicy) -> None:
+        self.log(Event(self.clock.now, "operator", What.DELETES_POD, target=pod, reason=policy.value))
+        self.kubelet.terminate(pod, "operator cleanup")
+
+    def _job_terminal(self, condition: JobCondition, why: str) -> None:
+        self.terminal_at = self.clock.now
+        self.log(Event(self.clock.now, "operator", What.JOB_TERMINAL, condition=condition.value, reason=why))
+        self.propeller.job_terminal(condition)
+
+    def _done(self) -> bool:
+        observation = self.propeller.observation
+        if observation is None:
+            return False
+        return not self.running_pods() or self.clock.now >= observation.at + self.clock.linger_after_verdict
+
+    # --- the record ------------------------------------------------------------------------------
+    def result(self, resumed_from: Optional[int], resumed_step: Optional[int] = None) -> AttemptResult:
+        spec, observation = self.spec, self.propeller.observation
+        if observation is None:
+            # the clock ran dry and the job never turned terminal: propeller keeps waiting, nothing is decided
+            outcome = TaskOutcome(TaskPhase.RUNNING, reason="the job never reached a terminal condition")
+            decision = NodeDecision(Decision.WAIT, next_state=self.state)
+            condition, observed_at, seen, read = JobCondition.RUNNING.value, None, (), None
+        else:
+            outcome, decision, read = observation.outcome, observation.decision, observation.read
+            condition, observed_at, seen = observation.condition.value, observation.at, observation.seen
+        genuine = any(u.error is not None and u.error.genuine for u in self.uploads)
+        winner = winning_upload(read, seen)
+        masked = genuine and not (winner is not None and winner.error is not None and winner.error.genuine)
+        return AttemptResult(
+            attempt=self.attempt,
+            timeline=tuple(sorted(self.timeline, key=lambda event: event.at)),  # real evidence arrives late
+            uploads=tuple(self.uploads),
+            exits=dict(self.exits),
+            job_condition=condition,
+            job_terminal_at=self.terminal_at,
+            observed_at=observed_at,
+            seen=seen,
+            read=read,
+            outcome=outcome,
+            decision=decision,
+            resumed_from=resumed_from if self.pods.resumed() else None,
+            resumed_step=resumed_step,
+            wrote_checkpoint=self.pods.wrote_checkpoint(),
+            preempted=self.preempted,
+            completed=self.pods.completed(),
+            genuine_error_masked=masked,
+            on_interruptible=runs_on_interruptible(self.state, spec.interruptible, spec.retries, self.config),
+        )
