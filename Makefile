@@ -24,6 +24,7 @@ demo-real: $(STAMP)
 	$(BIN)/aggsim demo --real
 
 test: $(STAMP)
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 # The full real-process conformance set (several minutes on 2 cores).

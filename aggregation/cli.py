@@ -33,24 +33,55 @@ def main() -> None:
 
 @main.command()
 @click.argument("prefix")
-@click.option("--strategy", type=click.Choice(STRATEGIES), default="earliest", show_default=True,
-              help="error aggregation strategy (earliest when enable-distributed-error-aggregation is on)")
+@click.option(
+    "--strategy",
+    type=click.Choice(STRATEGIES),
+    default="earliest",
+    show_default=True,
+    help="error aggregation strategy (earliest when enable-distributed-error-aggregation is on)",
+)
 @click.option("--outputs-declared", is_flag=True, help="the task declares outputs (outputs.pb must exist)")
 @click.option("--retries", type=click.IntRange(min=0), default=0, show_default=True, help="the task's `retries`")
-@click.option("--attempts", type=click.IntRange(min=0), default=0, show_default=True,
-              help="the node's attempts so far (NodeStatus.Attempts)")
-@click.option("--system-failures", type=click.IntRange(min=0), default=0, show_default=True,
-              help="the node's system failures so far")
-@click.option("--max-system-failures", type=click.IntRange(min=0), default=3, show_default=True,
-              help="propeller's max-node-retries-system-failures")
+@click.option(
+    "--attempts",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="the node's attempts so far (NodeStatus.Attempts)",
+)
+@click.option(
+    "--system-failures",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="the node's system failures so far",
+)
+@click.option(
+    "--max-system-failures",
+    type=click.IntRange(min=0),
+    default=3,
+    show_default=True,
+    help="propeller's max-node-retries-system-failures",
+)
 @click.option("--ignore-retry-cause", is_flag=True, help="propeller's ignore-retry-cause")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def explain(prefix, strategy, outputs_declared, retries, attempts, system_failures, max_system_failures,
-            ignore_retry_cause, as_json) -> None:
+def explain(
+    prefix,
+    strategy,
+    outputs_declared,
+    retries,
+    attempts,
+    system_failures,
+    max_system_failures,
+    ignore_retry_cause,
+    as_json,
+) -> None:
     """What propeller concludes if it observes the PyTorchJob Succeeded now, for output prefix PREFIX."""
     if system_failures > attempts:
         _fail(f"--system-failures ({system_failures}) cannot exceed --attempts ({attempts})")
-    config = PropellerConfig(max_node_retries_system_failures=max_system_failures, ignore_retry_cause=ignore_retry_cause)
+    config = PropellerConfig(
+        max_node_retries_system_failures=max_system_failures, ignore_retry_cause=ignore_retry_cause
+    )
     try:
         explanation = explain_prefix(
             prefix, strategy, outputs_declared, retries, NodeState(attempts, system_failures), config
@@ -75,8 +106,15 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
         if error is None:
             table.add_row(mark, candidate.path, "-", "-", "-", "-", f"[red]{candidate.problem or ''}[/red]")
         else:
-            table.add_row(mark, candidate.path, rfc3339_nanos(error.timestamp_ns) or "(none: epoch)", error.code,
-                          error.kind, "yes" if error.recoverable else "no", error.worker or "-")
+            table.add_row(
+                mark,
+                candidate.path,
+                rfc3339_nanos(error.timestamp_ns) or "(none: epoch)",
+                error.code,
+                error.kind,
+                "yes" if error.recoverable else "no",
+                error.worker or "-",
+            )
     if read.candidates:
         console.print(table)
     else:
@@ -108,10 +146,22 @@ def validate(targets, as_json) -> None:
         except StorageError as e:
             _fail(str(e))
     if as_json:
-        click.echo(json.dumps({"files": [
-            {"path": r.path, "ok": r.ok, "findings": [{"check": f.check, "message": f.message} for f in r.findings]}
-            for r in reports
-        ], "ok": all(r.ok for r in reports)}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "files": [
+                        {
+                            "path": r.path,
+                            "ok": r.ok,
+                            "findings": [{"check": f.check, "message": f.message} for f in r.findings],
+                        }
+                        for r in reports
+                    ],
+                    "ok": all(r.ok for r in reports),
+                },
+                indent=2,
+            )
+        )
     else:
         for report in reports:
             if report.ok:
@@ -191,16 +241,27 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path) -> None:
 
 @main.command()
 @click.argument("scenario_path", metavar="SCENARIO.textproto")
-@click.option("--vary", "varies", multiple=True, metavar="FIELD=RANGE",
-              help="e.g. timings.upload_seconds=0.05,1,3 or attempts[0].events[1].at_seconds=30:31:0.2 (repeatable)")
-@click.option("--samples", type=click.IntRange(min=1), default=2000, show_default=True,
-              help="enumerate exhaustively up to this many assignments, else sample this many")
+@click.option(
+    "--vary",
+    "varies",
+    multiple=True,
+    metavar="FIELD=RANGE",
+    help="e.g. timings.upload_seconds=0.05,1,3 or attempts[0].events[1].at_seconds=30:31:0.2 (repeatable)",
+)
+@click.option(
+    "--samples",
+    type=click.IntRange(min=1),
+    default=2000,
+    show_default=True,
+    help="enumerate exhaustively up to this many assignments, else sample this many",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="sampling seed")
 @click.option("--plugin", "plugins", type=PLUGIN_CHOICE, multiple=True, help="plugin variants (default: all three)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def sweep(scenario_path, varies, samples, seed, plugins, as_json) -> None:
     """Explore the race: outcome distribution per plugin variant x aggregation flag, with counterexamples."""
-    from aggregation.explore import default_variations, parse_variation, sweep as run_sweep
+    from aggregation.explore import default_variations, parse_variation
+    from aggregation.explore import sweep as run_sweep
     from aggregation.report import render_sweep, sweep_to_json
     from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError, read_scenario
 
@@ -259,8 +320,17 @@ def run_local(scenario_path, plugin, work_dir, as_json) -> None:
         from google.protobuf import json_format
 
         as_dict = lambda m: json_format.MessageToDict(m, preserving_proto_field_name=True)  # noqa: E731
-        click.echo(json.dumps({"real": as_dict(real), "simulated": as_dict(simulated), "agree": agree,
-                               "diff": [{"field": f, "simulated": str(a), "real": str(b)} for f, a, b in diff]}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "real": as_dict(real),
+                    "simulated": as_dict(simulated),
+                    "agree": agree,
+                    "diff": [{"field": f, "simulated": str(a), "real": str(b)} for f, a, b in diff],
+                },
+                indent=2,
+            )
+        )
     else:
         from aggregation.report import render_record_timeline
 
@@ -279,28 +349,43 @@ def run_local(scenario_path, plugin, work_dir, as_json) -> None:
 def demo(real: bool) -> None:
     """The seed incident's headline table (a sweep); --real: one real pod SIGTERMed, upstream vs ours."""
     if not real:
-        from aggregation.explore import default_variations, sweep as run_sweep
+        from aggregation.explore import default_variations
+        from aggregation.explore import sweep as run_sweep
         from aggregation.report import render_sweep
         from aggregation.scenario import read_scenario
 
         console = Console()
         path = _shipped_scenario("preemption_during_training.textproto")
         source = read_scenario(path)
-        console.print(f"[bold]1. The seed incident[/bold] ({Path(path).name}): a spot preemption SIGTERMs one pod of a "
-                      "2-pod elastic PyTorchJob. The sweep varies which pod is hit, when within the second, worker "
-                      "shutdown, upload latency, failure detection and when propeller looks, for each plugin variant "
-                      "with distributed error aggregation on and off.\n")
-        render_sweep(run_sweep(source, default_variations(source), samples=5000, seed=0), console, counterexamples=False,
-                     title="After a preemption: how often the node retries, fails for good, or succeeds silently")
+        console.print(
+            f"[bold]1. The seed incident[/bold] ({Path(path).name}): a spot preemption SIGTERMs one pod of a "
+            "2-pod elastic PyTorchJob. The sweep varies which pod is hit, when within the second, worker "
+            "shutdown, upload latency, failure detection and when propeller looks, for each plugin variant "
+            "with distributed error aggregation on and off.\n"
+        )
+        render_sweep(
+            run_sweep(source, default_variations(source), samples=5000, seed=0),
+            console,
+            counterexamples=False,
+            title="After a preemption: how often the node retries, fails for good, or succeeds silently",
+        )
         path = _shipped_scenario("sibling_user_error_cleanup.textproto")
         source = read_scenario(path)
-        console.print(f"\n[bold]2. A sibling's genuine error[/bold] ({Path(path).name}): one pod's worker raises a real "
-                      "user error, its pod exits 0, the job is Succeeded and the operator's cleanup SIGTERMs the other "
-                      "pod. A plugin that reports that SIGTERM must not mask the genuine error (upstream PR 2064).\n")
-        render_sweep(run_sweep(source, default_variations(source), samples=5000, seed=0), console, counterexamples=False,
-                     title="After a sibling's genuine error and the cleanup: how often the genuine error is masked")
-        console.print("\nCounterexample timelines: aggsim sweep scenarios/<name>.textproto. "
-                      "The real pods, upstream plugin vs this one: aggsim demo --real.")
+        console.print(
+            f"\n[bold]2. A sibling's genuine error[/bold] ({Path(path).name}): one pod's worker raises a real "
+            "user error, its pod exits 0, the job is Succeeded and the operator's cleanup SIGTERMs the other "
+            "pod. A plugin that reports that SIGTERM must not mask the genuine error (upstream PR 2064).\n"
+        )
+        render_sweep(
+            run_sweep(source, default_variations(source), samples=5000, seed=0),
+            console,
+            counterexamples=False,
+            title="After a sibling's genuine error and the cleanup: how often the genuine error is masked",
+        )
+        console.print(
+            "\nCounterexample timelines: aggsim sweep scenarios/<name>.textproto. "
+            "The real pods, upstream plugin vs this one: aggsim demo --real."
+        )
         return
     import warnings
 

@@ -51,7 +51,9 @@ class Clock:
         """Run `callback` at scenario time `when` (never before now); `late`: after the instant's other callbacks."""
         self._sequence += 1
         scheduled = Scheduled(callback)
-        heapq.heappush(self._queue, (when if when > self.now else self.now, 1 if late else 0, self._sequence, scheduled))
+        heapq.heappush(
+            self._queue, (when if when > self.now else self.now, 1 if late else 0, self._sequence, scheduled)
+        )
         return scheduled
 
     def run(self, stop: Callable[[], bool]) -> None:
@@ -74,8 +76,14 @@ class Timebase(Protocol):
 class WallClock(Clock):
     """Real time: the same queue, each callback run when the wall clock reaches it; pollers in between."""
 
-    def __init__(self, timebase: Timebase, pollers: Sequence[Poller], deadline: float, linger_after_verdict: float,
-                 poll_interval: float = 0.005) -> None:
+    def __init__(
+        self,
+        timebase: Timebase,
+        pollers: Sequence[Poller],
+        deadline: float,
+        linger_after_verdict: float,
+        poll_interval: float = 0.005,
+    ) -> None:
         super().__init__()
         self.timebase = timebase
         self.pollers = tuple(pollers)

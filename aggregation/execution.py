@@ -22,8 +22,14 @@ class TooManyAttempts(RuntimeError):
     pass
 
 
-def run_attempt(spec: ScenarioSpec, attempt: int, state: NodeState, resumed_from: Optional[int], pods: Pods,
-                config: Optional[PropellerConfig] = None) -> AttemptResult:
+def run_attempt(
+    spec: ScenarioSpec,
+    attempt: int,
+    state: NodeState,
+    resumed_from: Optional[int],
+    pods: Pods,
+    config: Optional[PropellerConfig] = None,
+) -> AttemptResult:
     world = Attempt(spec, attempt, state, pods, config)
     try:
         world.run()
@@ -32,8 +38,13 @@ def run_attempt(spec: ScenarioSpec, attempt: int, state: NodeState, resumed_from
     return world.result(resumed_from, pods.resumed_step())
 
 
-def run_execution(spec: ScenarioSpec, make_pods: Callable[[int, Optional[int]], Pods], source: Source,
-                  max_attempts: int = MAX_ATTEMPTS, config: Optional[PropellerConfig] = None) -> Execution:
+def run_execution(
+    spec: ScenarioSpec,
+    make_pods: Callable[[int, Optional[int]], Pods],
+    source: Source,
+    max_attempts: int = MAX_ATTEMPTS,
+    config: Optional[PropellerConfig] = None,
+) -> Execution:
     """Every attempt of the node until it succeeds, fails for good, or its job never ends."""
     state = NodeState()
     attempts: list[AttemptResult] = []
@@ -46,8 +57,9 @@ def run_execution(spec: ScenarioSpec, make_pods: Callable[[int, Optional[int]], 
             state = decision.next_state
             continue
         if decision.decision is Decision.SUCCEED:
-            return Execution(spec, tuple(attempts), success_phase(attempt, result.preempted, result.completed),
-                             source=source)
+            return Execution(
+                spec, tuple(attempts), success_phase(attempt, result.preempted, result.completed), source=source
+            )
         if decision.decision is Decision.WAIT:
             return Execution(spec, tuple(attempts), FinalPhase.STILL_RUNNING, source=source)
         return Execution(spec, tuple(attempts), FinalPhase.FAILED_PERMANENTLY, decision.code, decision.kind, source)

@@ -111,7 +111,9 @@ def explain_prefix(
         try:
             outputs_exist = store.head(OUTPUTS_FILE) is not None
         except StorageError as e:
-            read = ReadResult(read.strategy, read.candidates, None, read.rule, f"failed to stat outputs: {e}", read.ignored)
+            read = ReadResult(
+                read.strategy, read.candidates, None, read.rule, f"failed to stat outputs: {e}", read.ignored
+            )
     outcome = task_outcome(JobCondition.SUCCEEDED, read, outputs_declared, outputs_exist)
     decision = node_decision(outcome, retries, state, config)
     return Explanation(store.location, read, outcome, decision, store.requests.total)

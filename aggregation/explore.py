@@ -143,14 +143,23 @@ def default_variations(source: ScenarioSource) -> list[Variation]:
         for index, event in enumerate(message.attempts[0].events):
             if event.WhichOneof("kind") == "worker_error":
                 base = float(int(event.at_seconds))
-                variations.insert(0, Variation(f"attempts[0].events[{index}].at_seconds",
-                                               tuple(round(base + f, 3) for f in (0.0, 0.5, 0.95))))
+                variations.insert(
+                    0,
+                    Variation(
+                        f"attempts[0].events[{index}].at_seconds", tuple(round(base + f, 3) for f in (0.0, 0.5, 0.95))
+                    ),
+                )
                 break
         for index, event in enumerate(message.attempts[0].events):
             if event.WhichOneof("kind") == "preemption":
                 base = float(int(event.at_seconds))
-                variations.insert(0, Variation(f"attempts[0].events[{index}].at_seconds",
-                                               tuple(round(base + f, 3) for f in (0.0, 0.2, 0.4, 0.6, 0.8, 0.95))))
+                variations.insert(
+                    0,
+                    Variation(
+                        f"attempts[0].events[{index}].at_seconds",
+                        tuple(round(base + f, 3) for f in (0.0, 0.2, 0.4, 0.6, 0.8, 0.95)),
+                    ),
+                )
                 variations.insert(0, Variation(f"attempts[0].events[{index}].pod", tuple(message.job.pods)))
                 break
     return variations
@@ -168,8 +177,14 @@ def assignments(variations: Sequence[Variation], samples: int, seed: int) -> tup
     return [tuple(v.values[i] for v, i in zip(variations, picks)) for picks in chosen], False
 
 
-def sweep(source: ScenarioSource, variations: Sequence[Variation], samples: int = 2000, seed: int = 0,
-          plugins: Sequence[str] = tuple(PLUGIN_VARIANTS), flags: Sequence[bool] = (True, False)) -> SweepResult:
+def sweep(
+    source: ScenarioSource,
+    variations: Sequence[Variation],
+    samples: int = 2000,
+    seed: int = 0,
+    plugins: Sequence[str] = tuple(PLUGIN_VARIANTS),
+    flags: Sequence[bool] = (True, False),
+) -> SweepResult:
     source.spec(plugin_override=plugins[0])  # the scenario as written must be valid, whatever we vary
     plan, exhaustive = assignments(variations, samples, seed)
     cells = [Cell(plugin, flag) for plugin in plugins for flag in flags]

@@ -19,9 +19,15 @@ from aggregation.kinds import CleanPodPolicy, JobCondition
 
 
 class TrainingOperator:
-    def __init__(self, elastic: bool, master: str, clean_pod_policy: CleanPodPolicy,
-                 running_pods: Callable[[], list[str]], delete_pod: Callable[[str, CleanPodPolicy], None],
-                 on_terminal: Callable[[JobCondition, str], None]) -> None:
+    def __init__(
+        self,
+        elastic: bool,
+        master: str,
+        clean_pod_policy: CleanPodPolicy,
+        running_pods: Callable[[], list[str]],
+        delete_pod: Callable[[str, CleanPodPolicy], None],
+        on_terminal: Callable[[JobCondition, str], None],
+    ) -> None:
         self.elastic = elastic
         self.master = master
         self.clean_pod_policy = CleanPodPolicy(clean_pod_policy)

@@ -46,53 +46,109 @@ def timeline_figure(execution, title: str = "") -> Figure:
     exits, the job turning terminal and propeller's observing round."""
     record = _record(execution)
     attempts = list(record.attempts)
-    pods = sorted({p.pod for a in attempts for p in a.pods} | {e.pod for a in attempts for e in a.timeline
-                                                              if e.pod not in ("operator", "propeller", "job", "blob store")})
+    pods = sorted(
+        {p.pod for a in attempts for p in a.pods}
+        | {e.pod for a in attempts for e in a.timeline if e.pod not in ("operator", "propeller", "job", "blob store")}
+    )
     lane = {pod: i for i, pod in enumerate(pods)}
     fig, axes = plt.subplots(len(attempts), 1, figsize=(10, 1.1 + 1.0 * len(pods) * len(attempts) + 0.4), squeeze=False)
     for ax, attempt in zip(axes[:, 0], attempts):
         for entry in attempt.timeline:
             kind = _kind(entry)
             if kind and entry.pod in lane:
-                ax.scatter(entry.at_seconds, lane[entry.pod], zorder=3, **{k: v for k, v in MARKERS[kind].items() if k != "label"})
+                ax.scatter(
+                    entry.at_seconds,
+                    lane[entry.pod],
+                    zorder=3,
+                    **{k: v for k, v in MARKERS[kind].items() if k != "label"},
+                )
         for file in attempt.files:
             y = lane.get(file.pod, len(pods) - 1 if not file.pod else 0)
             style = MARKERS["outputs" if file.name == "outputs.pb" else "upload"]
             winner = file.name == attempt.winning_file and file.seen_by_propeller
-            ax.scatter(file.uploaded_at, y, zorder=4, alpha=1.0 if file.seen_by_propeller else 0.35,
-                       edgecolors="gold" if winner else "none", linewidths=3 if winner else 0,
-                       **{k: v for k, v in style.items() if k != "label"})
+            ax.scatter(
+                file.uploaded_at,
+                y,
+                zorder=4,
+                alpha=1.0 if file.seen_by_propeller else 0.35,
+                edgecolors="gold" if winner else "none",
+                linewidths=3 if winner else 0,
+                **{k: v for k, v in style.items() if k != "label"},
+            )
             if file.HasField("error") and file.error.HasField("timestamp") and record.source == "simulated":
                 # simulated stamps are in scenario seconds: show where the file says it happened
                 stamped = file.error.timestamp.seconds + file.error.timestamp.nanos / 1e9
-                ax.plot([stamped, file.uploaded_at], [y - 0.18, y - 0.18], color="royalblue", linestyle=":", linewidth=1)
-                ax.annotate(f"stamped {stamped:.2f}", (stamped, y - 0.18), textcoords="offset points", xytext=(0, -11),
-                            fontsize=7, color="royalblue")
+                ax.plot(
+                    [stamped, file.uploaded_at], [y - 0.18, y - 0.18], color="royalblue", linestyle=":", linewidth=1
+                )
+                ax.annotate(
+                    f"stamped {stamped:.2f}",
+                    (stamped, y - 0.18),
+                    textcoords="offset points",
+                    xytext=(0, -11),
+                    fontsize=7,
+                    color="royalblue",
+                )
         for pod in attempt.pods:
             if pod.pod in lane:
-                ax.scatter(pod.exited_at, lane[pod.pod], zorder=2, **{k: v for k, v in MARKERS["exit"].items() if k != "label"})
-                ax.annotate(f"exit {pod.exit_code}", (pod.exited_at, lane[pod.pod]), textcoords="offset points",
-                            xytext=(4, 8), fontsize=8, color="dimgray")
+                ax.scatter(
+                    pod.exited_at, lane[pod.pod], zorder=2, **{k: v for k, v in MARKERS["exit"].items() if k != "label"}
+                )
+                ax.annotate(
+                    f"exit {pod.exit_code}",
+                    (pod.exited_at, lane[pod.pod]),
+                    textcoords="offset points",
+                    xytext=(4, 8),
+                    fontsize=8,
+                    color="dimgray",
+                )
         ax.axvline(attempt.job_terminal_at, color="purple", linestyle="--", linewidth=1)
         ax.axvline(attempt.observed_at, color="green", linewidth=1.5)
         ax.text(attempt.job_terminal_at, len(pods) - 0.35, f" job {attempt.job_condition}", color="purple", fontsize=8)
         ax.text(attempt.observed_at, -0.65, f" propeller reads -> {attempt.decision}", color="green", fontsize=8)
         ax.set_yticks(range(len(pods)), pods)
         ax.set_ylim(-0.9, len(pods) - 0.1)
-        ax.set_title(f"attempt {attempt.attempt}"
-                     + (f" (resumes from {attempt.resumed_from_checkpoint})" if attempt.resumed_from_checkpoint else ""),
-                     fontsize=10, loc="left")
+        ax.set_title(
+            f"attempt {attempt.attempt}"
+            + (f" (resumes from {attempt.resumed_from_checkpoint})" if attempt.resumed_from_checkpoint else ""),
+            fontsize=10,
+            loc="left",
+        )
         ax.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel("seconds since the attempt started")
-    handles = [Line2D([], [], linestyle="", **{("markersize" if k == "s" else k): (v ** 0.5 if k == "s" else v)
-                                               for k, v in style.items() if k != "label"}, label=style["label"])
-               for style in MARKERS.values()]
-    handles.append(Line2D([], [], linestyle="", marker="s", color="royalblue", markeredgecolor="gold", markeredgewidth=3,
-                          markersize=8, label="the error propeller reports"))
+    handles = [
+        Line2D(
+            [],
+            [],
+            linestyle="",
+            **{
+                ("markersize" if k == "s" else k): (v**0.5 if k == "s" else v) for k, v in style.items() if k != "label"
+            },
+            label=style["label"],
+        )
+        for style in MARKERS.values()
+    ]
+    handles.append(
+        Line2D(
+            [],
+            [],
+            linestyle="",
+            marker="s",
+            color="royalblue",
+            markeredgecolor="gold",
+            markeredgewidth=3,
+            markersize=8,
+            label="the error propeller reports",
+        )
+    )
     fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
     phase = pb.FinalPhase.Name(record.final_phase)
-    fig.suptitle(title or f"{record.scenario}: plugin {pb.PluginVariant.Name(record.plugin).lower()}, "
-                 f"aggregation {'on' if record.error_aggregation else 'off'} -> {phase}", fontsize=11)
+    fig.suptitle(
+        title
+        or f"{record.scenario}: plugin {pb.PluginVariant.Name(record.plugin).lower()}, "
+        f"aggregation {'on' if record.error_aggregation else 'off'} -> {phase}",
+        fontsize=11,
+    )
     fig.tight_layout(rect=(0, 0.1, 1, 0.95))
     return fig
 
@@ -109,8 +165,9 @@ def outcome_heatmap(result: SweepResult, title: str = "Outcome share per plugin 
     ax.set_yticks(range(len(rows)), rows)
     for i, row in enumerate(values):
         for j, value in enumerate(row):
-            ax.text(j, i, f"{value:.0%}", ha="center", va="center", fontsize=9,
-                    color="white" if value > 0.6 else "black")
+            ax.text(
+                j, i, f"{value:.0%}", ha="center", va="center", fontsize=9, color="white" if value > 0.6 else "black"
+            )
     fig.colorbar(image, ax=ax, fraction=0.03)
     ax.set_title(f"{title}\n({result.assignments} assignments)", fontsize=10)
     fig.tight_layout()
@@ -129,9 +186,15 @@ def candidates_figure(explanation) -> Figure:
         ax.barh(range(len(candidates)), [s - base for s in stamps], color=colors, left=0)
         ax.set_yticks(range(len(candidates)), labels, fontsize=8)
         ax.invert_yaxis()  # listing order, top to bottom
-        ax.set_xlabel(f"seconds after the earliest stamp ({'missing stamps count as the epoch' if base == 0 else 'first listed wins a tie'})")
-    ax.set_title(f"{explanation.read.strategy} strategy: {explanation.read.rule}\n"
-                 f"task {explanation.outcome.phase.value}, node {explanation.decision.decision.value}"
-                 f"{' ' + explanation.decision.code if explanation.decision.code else ''}", fontsize=10)
+        ax.set_xlabel(
+            "seconds after the earliest stamp "
+            f"({'missing stamps count as the epoch' if base == 0 else 'first listed wins a tie'})"
+        )
+    ax.set_title(
+        f"{explanation.read.strategy} strategy: {explanation.read.rule}\n"
+        f"task {explanation.outcome.phase.value}, node {explanation.decision.decision.value}"
+        f"{' ' + explanation.decision.code if explanation.decision.code else ''}",
+        fontsize=10,
+    )
     fig.tight_layout()
     return fig

@@ -63,7 +63,9 @@ class RecoverablePlugin(PodPlugin):
         return arrived
 
 
-PLUGINS: dict[PluginVariant, PodPlugin] = {p.variant: p for p in (UpstreamPlugin(), SeedPrPlugin(), RecoverablePlugin())}
+PLUGINS: dict[PluginVariant, PodPlugin] = {
+    p.variant: p for p in (UpstreamPlugin(), SeedPrPlugin(), RecoverablePlugin())
+}
 
 
 def plugin_for(variant: PluginVariant) -> PodPlugin:

@@ -74,8 +74,14 @@ class Upload:
         if self.error is None:
             return b""
         e = self.error
-        return error_document_bytes(code=e.code, message=e.message, recoverable=e.recoverable, origin="USER",
-                                    timestamp_ns=round(e.timestamp * 1e9), worker=e.worker)
+        return error_document_bytes(
+            code=e.code,
+            message=e.message,
+            recoverable=e.recoverable,
+            origin="USER",
+            timestamp_ns=round(e.timestamp * 1e9),
+            worker=e.worker,
+        )
 
 
 def error_file_name(aggregation: bool, seed: int, attempt: int, pod: str) -> str:
@@ -88,8 +94,19 @@ def error_file_name(aggregation: bool, seed: int, attempt: int, pod: str) -> str
 class Pod:
     """One simulated worker replica, reporting to its attempt's world."""
 
-    def __init__(self, name: str, rank0: bool, timing: PodTiming, plugin: PodPlugin, fork: bool, grace: float,
-                 error_file_name: str, worker_name: str, world: "Attempt", group: "SimulatedPods") -> None:
+    def __init__(
+        self,
+        name: str,
+        rank0: bool,
+        timing: PodTiming,
+        plugin: PodPlugin,
+        fork: bool,
+        grace: float,
+        error_file_name: str,
+        worker_name: str,
+        world: "Attempt",
+        group: "SimulatedPods",
+    ) -> None:
         self.name = name
         self.rank0 = rank0
         self.timing = timing
@@ -186,12 +203,22 @@ class Pod:
             return
         failed_at = self.clock.now
         self._change_course(PodState.FAILING)
-        self._log(What.WORKER_FAILED, recoverable=recoverable, genuine=genuine,
-                  reason="" if genuine else "from a peer's death")
+        self._log(
+            What.WORKER_FAILED,
+            recoverable=recoverable,
+            genuine=genuine,
+            reason="" if genuine else "from a peer's death",
+        )
         self.group.peer_died(self, failed_at)  # the failed worker's process exits: peers' collectives break
         code = CODE_RECOVERABLE if recoverable else CODE_USER_RUNTIME
-        record = ErrorRecord(code, recoverable, self.plugin.worker_failure_stamp(failed_at), self.worker_name,
-                             message or "worker failed", genuine)
+        record = ErrorRecord(
+            code,
+            recoverable,
+            self.plugin.worker_failure_stamp(failed_at),
+            self.worker_name,
+            message or "worker failed",
+            genuine,
+        )
         self._later(self.timing.detection, lambda: self._on_child_failed(record))
 
     def _on_child_failed(self, record: ErrorRecord) -> None:
@@ -210,8 +237,10 @@ class Pod:
             self._wait_in_rendezvous("workers failed from the peer's death; the agent restarts them")
             return
         recoverable = self.timing.peer_failure_recoverable
-        self._later(self.timing.peer_failure_after,
-                    lambda: self.worker_error(recoverable, "Connection reset by peer", genuine=False))
+        self._later(
+            self.timing.peer_failure_after,
+            lambda: self.worker_error(recoverable, "Connection reset by peer", genuine=False),
+        )
 
     def _wait_in_rendezvous(self, why: str) -> None:
         self._change_course(PodState.WAITING)
@@ -221,7 +250,9 @@ class Pod:
     def _rendezvous_timeout(self) -> None:
         self._log(What.RENDEZVOUS_TIMEOUT)
         self._change_course(PodState.STOPPING)
-        self._finish(ErrorRecord(CODE_RENDEZVOUS_TIMEOUT, False, self.clock.now, self.worker_name, "RendezvousTimeoutError"))
+        self._finish(
+            ErrorRecord(CODE_RENDEZVOUS_TIMEOUT, False, self.clock.now, self.worker_name, "RendezvousTimeoutError")
+        )
 
     def complete(self) -> None:
         """Training finished: rank 0 returns the outputs, the others raise IgnoreOutputs."""
@@ -261,9 +292,16 @@ class SimulatedPods:
         spec, plugin = self.spec, plugin_for(self.spec.plugin)
         for index, name in enumerate(spec.pods):
             self.pods[name] = Pod(
-                name, rank0=index == 0, timing=spec.timings[name], plugin=plugin, fork=spec.fork, grace=spec.grace,
+                name,
+                rank0=index == 0,
+                timing=spec.timings[name],
+                plugin=plugin,
+                fork=spec.fork,
+                grace=spec.grace,
                 error_file_name=error_file_name(spec.error_aggregation, spec.seed, self.attempt, name),
-                worker_name=name if spec.error_aggregation else "", world=world, group=self,
+                worker_name=name if spec.error_aggregation else "",
+                world=world,
+                group=self,
             )
         return world.clock
 

@@ -101,7 +101,9 @@ def task_outcome(
     if read is None:
         raise ValueError("a Succeeded job needs the error reader's result")
     if read.round_error is not None:
-        return TaskOutcome(TaskPhase.ROUND_FAILED, reason="the error reader returned an error", round_error=read.round_error)
+        return TaskOutcome(
+            TaskPhase.ROUND_FAILED, reason="the error reader returned an error", round_error=read.round_error
+        )
     if read.error is not None:
         phase = TaskPhase.RETRYABLE_FAILURE if read.error.recoverable else TaskPhase.PERMANENT_FAILURE
         return TaskOutcome(phase, read.error, f"error file {read.error.path}: {read.rule}")
@@ -124,7 +126,9 @@ def max_attempts_for(retries: int, config: PropellerConfig) -> int:
     return min_attempts if min_attempts != 1 else config.default_max_attempts
 
 
-def is_eligible_for_retry(error: ObservedError, state: NodeState, retries: int, config: PropellerConfig) -> tuple[bool, int, int]:
+def is_eligible_for_retry(
+    error: ObservedError, state: NodeState, retries: int, config: PropellerConfig
+) -> tuple[bool, int, int]:
     """`isEligibleForRetry`: (eligible, current attempt, max attempts) as propeller computes them."""
     if not config.ignore_retry_cause and error.kind == "SYSTEM":
         current = state.system_failures
@@ -167,7 +171,10 @@ def node_decision(
     if outcome.phase is TaskPhase.PERMANENT_FAILURE:
         system = 1 if error.kind == "SYSTEM" else 0
         return NodeDecision(
-            Decision.FAIL, code=error.code, kind=error.kind, message=error.message,
+            Decision.FAIL,
+            code=error.code,
+            kind=error.kind,
+            message=error.message,
             next_state=replace(state, system_failures=state.system_failures + system),
         )
     eligible, current, maximum = is_eligible_for_retry(error, state, retries, config)

@@ -39,8 +39,15 @@ class Observation:
 
 
 class PropellerActor:
-    def __init__(self, clock: Clock, spec: ScenarioSpec, state: NodeState, config: PropellerConfig,
-                 snapshot: Snapshot, log: Callable[[Event], None]) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        spec: ScenarioSpec,
+        state: NodeState,
+        config: PropellerConfig,
+        snapshot: Snapshot,
+        log: Callable[[Event], None],
+    ) -> None:
         self.clock = clock
         self.spec = spec
         self.state = state
@@ -61,11 +68,24 @@ class PropellerActor:
             self._decided(condition, (), None, outcome, node_decision(outcome, spec.retries, self.state, self.config))
             return
         prefix, seen = self.snapshot()
-        explanation = explain_prefix(prefix, EARLIEST if spec.error_aggregation else DEFAULT, spec.outputs_declared,
-                                     spec.retries, self.state, self.config)
+        explanation = explain_prefix(
+            prefix,
+            EARLIEST if spec.error_aggregation else DEFAULT,
+            spec.outputs_declared,
+            spec.retries,
+            self.state,
+            self.config,
+        )
         self._decided(condition, seen, explanation.read, explanation.outcome, explanation.decision)
 
     def _decided(self, condition, seen, read, outcome, decision) -> None:
         self.observation = Observation(self.clock.now, condition, seen, read, outcome, decision)
-        self.log(Event(self.clock.now, "propeller", What.OBSERVES, condition=condition.value,
-                       count=sum(1 for u in seen if u.name != "outputs.pb")))
+        self.log(
+            Event(
+                self.clock.now,
+                "propeller",
+                What.OBSERVES,
+                condition=condition.value,
+                count=sum(1 for u in seen if u.name != "outputs.pb"),
+            )
+        )

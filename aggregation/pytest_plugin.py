@@ -40,8 +40,17 @@ class ErrorPrefix:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
 
-    def add(self, worker: str = "", *, recoverable: bool = False, origin: str = "USER", code: Optional[str] = None,
-            message: str = "", offset: Optional[float] = 0.0, name: Optional[str] = None) -> Path:
+    def add(
+        self,
+        worker: str = "",
+        *,
+        recoverable: bool = False,
+        origin: str = "USER",
+        code: Optional[str] = None,
+        message: str = "",
+        offset: Optional[float] = 0.0,
+        name: Optional[str] = None,
+    ) -> Path:
         """Write one error document as flytekit would; `offset` seconds after a fixed base (None: no timestamp).
 
         The file is named `error-<hex>.pb` (as with `_F_DES` set) unless `name` says otherwise.
@@ -54,9 +63,16 @@ class ErrorPrefix:
             name = f"error-{digest.hexdigest()}.pb"
         target = self.path / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(error_document_bytes(code=code, message=message or f"{code} on {worker or 'a pod'}",
-                                                recoverable=recoverable, origin=origin, timestamp_ns=timestamp_ns,
-                                                worker=worker))
+        target.write_bytes(
+            error_document_bytes(
+                code=code,
+                message=message or f"{code} on {worker or 'a pod'}",
+                recoverable=recoverable,
+                origin=origin,
+                timestamp_ns=timestamp_ns,
+                worker=worker,
+            )
+        )
         return target
 
     def add_outputs(self) -> Path:
@@ -67,10 +83,19 @@ class ErrorPrefix:
         target.write_bytes(literals_pb2.LiteralMap().SerializeToString())
         return target
 
-    def explain(self, strategy: str = "earliest", outputs_declared: bool = False, retries: int = 0,
-                attempts: int = 0, system_failures: int = 0, config: PropellerConfig = PropellerConfig()) -> Explanation:
+    def explain(
+        self,
+        strategy: str = "earliest",
+        outputs_declared: bool = False,
+        retries: int = 0,
+        attempts: int = 0,
+        system_failures: int = 0,
+        config: PropellerConfig = PropellerConfig(),
+    ) -> Explanation:
         """What propeller concludes if it observes the job Succeeded now."""
-        return explain_prefix(str(self.path), strategy, outputs_declared, retries, NodeState(attempts, system_failures), config)
+        return explain_prefix(
+            str(self.path), strategy, outputs_declared, retries, NodeState(attempts, system_failures), config
+        )
 
 
 def explain_candidates(explanation: Explanation) -> str:
@@ -82,20 +107,32 @@ def explain_candidates(explanation: Explanation) -> str:
         if error is None:
             lines.append(f"{mark}{candidate.path}: {candidate.problem}")
         else:
-            lines.append(f"{mark}{candidate.path}: {rfc3339_nanos(error.timestamp_ns) or 'no timestamp (epoch)'} "
-                         f"{error.code} {error.kind} {'recoverable' if error.recoverable else 'non-recoverable'} "
-                         f"worker={error.worker or '-'}")
+            lines.append(
+                f"{mark}{candidate.path}: {rfc3339_nanos(error.timestamp_ns) or 'no timestamp (epoch)'} "
+                f"{error.code} {error.kind} {'recoverable' if error.recoverable else 'non-recoverable'} "
+                f"worker={error.worker or '-'}"
+            )
     if explanation.read.round_error:
         lines.append(f"round error: {explanation.read.round_error}")
     decision = explanation.decision
-    lines.append(f"task {explanation.outcome.phase.value}, node {decision.decision.value}"
-                 f"{' ' + decision.code if decision.code else ''}")
+    lines.append(
+        f"task {explanation.outcome.phase.value}, node {decision.decision.value}"
+        f"{' ' + decision.code if decision.code else ''}"
+    )
     return "\n".join(lines)
 
 
-def assert_verdict(explanation: Union[Explanation, ErrorPrefix], *, worker: Optional[str] = None,
-                   code: Optional[str] = None, kind: Optional[str] = None, recoverable: Optional[bool] = None,
-                   decision: Optional[str] = None, task_phase: Optional[str] = None, no_error: bool = False) -> None:
+def assert_verdict(
+    explanation: Union[Explanation, ErrorPrefix],
+    *,
+    worker: Optional[str] = None,
+    code: Optional[str] = None,
+    kind: Optional[str] = None,
+    recoverable: Optional[bool] = None,
+    decision: Optional[str] = None,
+    task_phase: Optional[str] = None,
+    no_error: bool = False,
+) -> None:
     """Assert which error propeller reports and what the node does; on failure, show the ranking."""
     if isinstance(explanation, ErrorPrefix):
         explanation = explanation.explain()
@@ -121,13 +158,20 @@ def assert_verdict(explanation: Union[Explanation, ErrorPrefix], *, worker: Opti
 def assert_valid_error_files(location: Union[str, Path]) -> None:
     """The checks of `aggsim validate`, for every error* file your task code left under `location`."""
     reports = validate_prefix(open_prefix(str(location)))
-    failures = [f"{report.path}: {finding.check}: {finding.message}" for report in reports for finding in report.findings]
+    failures = [
+        f"{report.path}: {finding.check}: {finding.message}" for report in reports for finding in report.findings
+    ]
     if failures:
         pytest.fail("error files would mislead propeller:\n" + "\n".join(failures), pytrace=False)
 
 
-def assert_scenario(scenario: Union[str, Path], *, plugin: Optional[str] = None, final_phase: Optional[str] = None,
-                    attempts: Optional[int] = None) -> None:
+def assert_scenario(
+    scenario: Union[str, Path],
+    *,
+    plugin: Optional[str] = None,
+    final_phase: Optional[str] = None,
+    attempts: Optional[int] = None,
+) -> None:
     """Simulate a scenario file and check its final phase and attempt count."""
     from aggregation.report import timeline_lines
     from aggregation.scenario import load_scenario

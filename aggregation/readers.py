@@ -166,12 +166,16 @@ class DefaultErrorReader:
         try:
             size = prefix.head(key)
         except StorageError as e:
-            return ReadResult(DEFAULT, rule=RULE_ROUND_ERROR, round_error=f"failed to read error file @[{location}/{key}]: {e}")
+            return ReadResult(
+                DEFAULT, rule=RULE_ROUND_ERROR, round_error=f"failed to read error file @[{location}/{key}]: {e}"
+            )
         if size is None:
             return ReadResult(DEFAULT)
         if size > self.max_payload_bytes:
             problem = _too_large(location, key, size, self.max_payload_bytes)
-            return ReadResult(DEFAULT, (Candidate(key, size, problem=problem),), rule=RULE_ROUND_ERROR, round_error=problem)
+            return ReadResult(
+                DEFAULT, (Candidate(key, size, problem=problem),), rule=RULE_ROUND_ERROR, round_error=problem
+            )
         try:
             data = prefix.read(key)
         except ObjectNotFound as e:
@@ -180,16 +184,22 @@ class DefaultErrorReader:
             return ReadResult(DEFAULT, (Candidate(key, size, error=error, selected=True),), error, RULE_SINGLE_FILE)
         except StorageError as e:
             problem = f"failed to read error data from task @[{location}/{key}]: {e}"
-            return ReadResult(DEFAULT, (Candidate(key, size, problem=problem),), rule=RULE_ROUND_ERROR, round_error=problem)
+            return ReadResult(
+                DEFAULT, (Candidate(key, size, problem=problem),), rule=RULE_ROUND_ERROR, round_error=problem
+            )
         try:
             document = parse_document(data)
         except DecodeError as e:
             problem = f"failed to read error data from task @[{location}/{key}]: {e}"
-            return ReadResult(DEFAULT, (Candidate(key, size, problem=problem),), rule=RULE_ROUND_ERROR, round_error=problem)
+            return ReadResult(
+                DEFAULT, (Candidate(key, size, problem=problem),), rule=RULE_ROUND_ERROR, round_error=problem
+            )
         error = document_to_error(document, key, location)
         bad_format = not document.HasField("error")
         rule = RULE_BAD_FORMAT if bad_format else RULE_SINGLE_FILE
-        return ReadResult(DEFAULT, (Candidate(key, size, error=error, selected=True, bad_format=bad_format),), error, rule)
+        return ReadResult(
+            DEFAULT, (Candidate(key, size, error=error, selected=True, bad_format=bad_format),), error, rule
+        )
 
 
 class EarliestErrorReader:
@@ -197,7 +207,9 @@ class EarliestErrorReader:
 
     strategy = EARLIEST
 
-    def __init__(self, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, canonical_name: str = CANONICAL_ERROR_FILE) -> None:
+    def __init__(
+        self, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, canonical_name: str = CANONICAL_ERROR_FILE
+    ) -> None:
         pieces = canonical_name.split(".")
         if len(pieces) != 2:
             # newEarliestFileErrorReader refuses any other canonical name
@@ -226,7 +238,9 @@ class EarliestErrorReader:
                 for entry in page:
                     (heads if entry.key.endswith(self.extension) else ignored).append(entry.key)
         except StorageError as e:
-            return ReadResult(EARLIEST, rule=RULE_ROUND_ERROR, round_error=f"failed to list error files @[{location}]: {e}")
+            return ReadResult(
+                EARLIEST, rule=RULE_ROUND_ERROR, round_error=f"failed to list error files @[{location}]: {e}"
+            )
         sizes: list[int] = []
         for key in heads:
             try:
@@ -250,9 +264,13 @@ class EarliestErrorReader:
         location = prefix.location.rstrip("/")
         ignored = listed_by_is_error.ignored
         try:
-            listed = [e.key for page in prefix.list_pages(self.key_prefix) for e in page if e.key.endswith(self.extension)]
+            listed = [
+                e.key for page in prefix.list_pages(self.key_prefix) for e in page if e.key.endswith(self.extension)
+            ]
         except StorageError as e:
-            return ReadResult(EARLIEST, rule=RULE_ROUND_ERROR, round_error=f"failed to list error files @[{location}]: {e}")
+            return ReadResult(
+                EARLIEST, rule=RULE_ROUND_ERROR, round_error=f"failed to list error files @[{location}]: {e}"
+            )
         if not listed:
             # handler.go ValidateOutput: IsError said yes, ReadError found nothing -> permanent UNKNOWN failure
             race = ObservedError(code="Unknown", message="Unknown", kind="UNKNOWN", recoverable=False)
@@ -268,8 +286,13 @@ class EarliestErrorReader:
                 problem = f"failed to read error file @[{location}/{key}]: {e}"
                 rest = [Candidate(k, size_of.get(k, 0)) for k in listed[index + 1 :]]
                 failed = Candidate(key, size, problem=problem)
-                return ReadResult(EARLIEST, tuple(parsed + [failed] + rest), rule=RULE_ROUND_ERROR, round_error=problem,
-                                  ignored=ignored)
+                return ReadResult(
+                    EARLIEST,
+                    tuple(parsed + [failed] + rest),
+                    rule=RULE_ROUND_ERROR,
+                    round_error=problem,
+                    ignored=ignored,
+                )
             error = document_to_error(document, key, location)
             parsed.append(Candidate(key, size, error=error, bad_format=not document.HasField("error")))
             timestamp_ns = error.timestamp_ns or 0  # a missing timestamp is the epoch

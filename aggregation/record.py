@@ -17,9 +17,17 @@ from aggregation.timeline import Event
 
 
 def _timeline_entry(item: pb.AttemptRecord, event: Event) -> None:
-    entry = item.timeline.add(at_seconds=event.at, pod=event.pod, what=event.describe(), kind=event.what.value,
-                              actor=event.actor, reason=event.reason, file=event.file, code=event.code,
-                              condition=event.condition)
+    entry = item.timeline.add(
+        at_seconds=event.at,
+        pod=event.pod,
+        what=event.describe(),
+        kind=event.what.value,
+        actor=event.actor,
+        reason=event.reason,
+        file=event.file,
+        code=event.code,
+        condition=event.condition,
+    )
     if event.recoverable is not None:
         entry.recoverable = event.recoverable
     if event.stamp is not None:
@@ -59,15 +67,25 @@ def _attempt(record: pb.Execution, attempt: AttemptResult) -> None:
         item.error.CopyFrom(attempt.outcome.error.to_proto())
     seen = {id(u) for u in attempt.seen}
     for upload in attempt.uploads:
-        file = item.files.add(name=upload.name, pod=upload.pod, uploaded_at=upload.at, seen_by_propeller=id(upload) in seen)
+        file = item.files.add(
+            name=upload.name, pod=upload.pod, uploaded_at=upload.at, seen_by_propeller=id(upload) in seen
+        )
         if upload.content is not None:
             document = _parse(upload.content)
             if document is not None and document.HasField("error"):
                 file.error.CopyFrom(document.error)
         elif upload.error is not None:
             e = upload.error
-            file.error.CopyFrom(error_document(code=e.code, message=e.message, recoverable=e.recoverable, origin="USER",
-                                               timestamp_ns=round(e.timestamp * 1e9), worker=e.worker).error)
+            file.error.CopyFrom(
+                error_document(
+                    code=e.code,
+                    message=e.message,
+                    recoverable=e.recoverable,
+                    origin="USER",
+                    timestamp_ns=round(e.timestamp * 1e9),
+                    worker=e.worker,
+                ).error
+            )
 
 
 def _parse(content: bytes):
@@ -99,13 +117,18 @@ def execution_to_proto(execution: Execution) -> pb.Execution:
 
 def verdict_fields(record: pb.Execution) -> dict:
     """What a real run and a simulated run must agree on (timings and file names aside)."""
-    fields = {"final_phase": pb.FinalPhase.Name(record.final_phase), "attempts": len(record.attempts),
-              "final_code": record.final_code}
+    fields = {
+        "final_phase": pb.FinalPhase.Name(record.final_phase),
+        "attempts": len(record.attempts),
+        "final_code": record.final_code,
+    }
     for item in record.attempts:
         prefix = f"attempt {item.attempt}"
         fields[f"{prefix} job"] = item.job_condition
         fields[f"{prefix} decision"] = item.decision
-        fields[f"{prefix} error"] = (item.error.code, item.error.kind, item.error.worker) if item.HasField("error") else None
+        fields[f"{prefix} error"] = (
+            (item.error.code, item.error.kind, item.error.worker) if item.HasField("error") else None
+        )
         fields[f"{prefix} resumes from a checkpoint"] = bool(item.resumed_from_checkpoint)
     return fields
 

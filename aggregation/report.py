@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.table import Table
 
 from aggregation.explore import OUTCOMES, SweepResult, shown_outcomes
-from aggregation.timeline import What
 from aggregation.results import AttemptResult, Execution
+from aggregation.timeline import What
 
 PHASE_STYLE = {
     "SUCCEEDED": "green",
@@ -26,30 +26,42 @@ def timeline_lines(attempt: AttemptResult) -> list[str]:
 
 def render_execution(execution: Execution, console: Console) -> None:
     spec = execution.scenario
-    console.print(f"[bold]{spec.name}[/bold]  plugin [bold]{spec.plugin}[/bold], "
-                  f"error aggregation {'on (earliest)' if spec.error_aggregation else 'off (error.pb, last writer wins)'}, "
-                  f"retries {spec.retries}")
+    console.print(
+        f"[bold]{spec.name}[/bold]  plugin [bold]{spec.plugin}[/bold], "
+        f"error aggregation {'on (earliest)' if spec.error_aggregation else 'off (error.pb, last writer wins)'}, "
+        f"retries {spec.retries}"
+    )
     for attempt in execution.attempts:
-        resumed = f"resumes from attempt {attempt.resumed_from}'s checkpoint" if attempt.resumed_from is not None else "starts from scratch"
+        resumed = (
+            f"resumes from attempt {attempt.resumed_from}'s checkpoint"
+            if attempt.resumed_from is not None
+            else "starts from scratch"
+        )
         console.rule(f"attempt {attempt.attempt} ({resumed})")
         for line in timeline_lines(attempt):
             console.print(line, highlight=False, markup=False)
         read = attempt.read
         if read is not None and read.selected is not None:
             error = read.selected.error
-            console.print(f"propeller: [bold]{read.selected.path}[/bold] wins ({read.rule}): {error.code}, "
-                          f"{'recoverable' if error.recoverable else 'not recoverable'}, worker {error.worker or '-'}")
+            console.print(
+                f"propeller: [bold]{read.selected.path}[/bold] wins ({read.rule}): {error.code}, "
+                f"{'recoverable' if error.recoverable else 'not recoverable'}, worker {error.worker or '-'}"
+            )
         elif read is not None:
             console.print(f"propeller: {read.rule}")
         else:
             console.print("propeller: job Failed, no error file is read (DownstreamSystemError, USER, retryable)")
         decision = attempt.decision
-        console.print(f"task {attempt.outcome.phase.value} -> node [bold]{decision.decision.value}[/bold]"
-                      f"{' ' + decision.code if decision.code else ''}")
+        console.print(
+            f"task {attempt.outcome.phase.value} -> node [bold]{decision.decision.value}[/bold]"
+            f"{' ' + decision.code if decision.code else ''}"
+        )
     style = PHASE_STYLE[execution.final_phase.value]
     console.rule()
-    console.print(f"final: [{style}]{execution.final_phase.value}[/{style}] after {len(execution.attempts)} attempt(s)"
-                  f"{' (' + execution.final_code + ')' if execution.final_code else ''}")
+    console.print(
+        f"final: [{style}]{execution.final_phase.value}[/{style}] after {len(execution.attempts)} attempt(s)"
+        f"{' (' + execution.final_code + ')' if execution.final_code else ''}"
+    )
 
 
 KEY_EVENTS = (What.SIGTERM, What.UPLOAD, What.JOB_TERMINAL, What.OBSERVES, What.SIGKILL, What.WORKER_FAILED)
@@ -62,8 +74,12 @@ def _counterexample(assignment, execution: Execution) -> str:
     return settings + "\n" + "\n".join(key_lines)
 
 
-def render_sweep(result: SweepResult, console: Console, counterexamples: bool = True,
-                 title: str = "Outcomes per plugin and error aggregation") -> None:
+def render_sweep(
+    result: SweepResult,
+    console: Console,
+    counterexamples: bool = True,
+    title: str = "Outcomes per plugin and error aggregation",
+) -> None:
     how = "every combination" if result.exhaustive else "a seeded sample"
     console.print(f"{result.assignments} assignments ({how}) of: " + ", ".join(v.field for v in result.variations))
     table = Table(title=title, show_lines=True)
@@ -87,8 +103,10 @@ def render_sweep(result: SweepResult, console: Console, counterexamples: bool = 
         for outcome in OUTCOMES:
             if outcome in cell.counterexamples and outcome in ("FAILED_PERMANENTLY", "SUCCEEDED_SILENTLY"):
                 assignment, execution = cell.counterexamples[outcome]
-                console.print(f"\n[bold]{cell.plugin}, aggregation {'on' if cell.aggregation else 'off'}: "
-                              f"first case of {outcome}[/bold]")
+                console.print(
+                    f"\n[bold]{cell.plugin}, aggregation {'on' if cell.aggregation else 'off'}: "
+                    f"first case of {outcome}[/bold]"
+                )
                 console.print(_counterexample(assignment, execution), highlight=False, markup=False)
 
 
@@ -121,10 +139,14 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
 def render_record_timeline(record, console: Console, label: str) -> None:
     """Timelines of an `aggsim.v1.Execution` record (a real run's, or a simulated one's)."""
     for attempt in record.attempts:
-        console.rule(f"{label}: attempt {attempt.attempt}"
-                     f"{' (resumes from ' + attempt.resumed_from_checkpoint + ')' if attempt.resumed_from_checkpoint else ''}")
+        console.rule(
+            f"{label}: attempt {attempt.attempt}"
+            f"{' (resumes from ' + attempt.resumed_from_checkpoint + ')' if attempt.resumed_from_checkpoint else ''}"
+        )
         for entry in attempt.timeline:
             console.print(f"{entry.at_seconds:9.3f}  {entry.pod:<16} {entry.what}", highlight=False, markup=False)
         won = f", {attempt.winning_file} wins ({attempt.rule})" if attempt.winning_file else ""
-        console.print(f"propeller: job {attempt.job_condition}{won} -> task {attempt.task_phase} -> node {attempt.decision}"
-                      f"{' ' + attempt.node_code if attempt.node_code else ''}")
+        console.print(
+            f"propeller: job {attempt.job_condition}{won} -> task {attempt.task_phase} -> node {attempt.decision}"
+            f"{' ' + attempt.node_code if attempt.node_code else ''}"
+        )

@@ -19,11 +19,17 @@ from aggregation.kinds import CleanPodPolicy, PluginVariant
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 
 #: the scenario schema's enum value for each plugin variant
-PLUGIN_VARIANTS = {PluginVariant.UPSTREAM: pb.UPSTREAM, PluginVariant.SEED_PR: pb.SEED_PR,
-                   PluginVariant.RECOVERABLE: pb.RECOVERABLE}
+PLUGIN_VARIANTS = {
+    PluginVariant.UPSTREAM: pb.UPSTREAM,
+    PluginVariant.SEED_PR: pb.SEED_PR,
+    PluginVariant.RECOVERABLE: pb.RECOVERABLE,
+}
 VARIANT_NAMES = {value: variant for variant, value in PLUGIN_VARIANTS.items()}
-CLEAN_POD_POLICIES = {pb.CLEAN_POD_POLICY_NONE: CleanPodPolicy.NONE, pb.CLEAN_POD_POLICY_RUNNING: CleanPodPolicy.RUNNING,
-                      pb.CLEAN_POD_POLICY_ALL: CleanPodPolicy.ALL}
+CLEAN_POD_POLICIES = {
+    pb.CLEAN_POD_POLICY_NONE: CleanPodPolicy.NONE,
+    pb.CLEAN_POD_POLICY_RUNNING: CleanPodPolicy.RUNNING,
+    pb.CLEAN_POD_POLICY_ALL: CleanPodPolicy.ALL,
+}
 
 
 class ScenarioError(ValueError):
@@ -109,12 +115,16 @@ def _timing(base: PodTiming, message: pb.PodTimings) -> PodTiming:
     reaction = message.on_peer_death
     which = reaction.WhichOneof("reaction")
     if which == "fail":
-        values["peer_failure_after"] = reaction.fail.after_seconds if reaction.fail.HasField("after_seconds") else defaults.PEER_FAILURE_SECONDS
+        values["peer_failure_after"] = (
+            reaction.fail.after_seconds if reaction.fail.HasField("after_seconds") else defaults.PEER_FAILURE_SECONDS
+        )
         values["peer_failure_recoverable"] = reaction.fail.recoverable
     elif which == "wait_in_rendezvous":
         values["peer_failure_after"] = None
         wait = reaction.wait_in_rendezvous
-        values["join_timeout"] = wait.timeout_seconds if wait.HasField("timeout_seconds") else defaults.JOIN_TIMEOUT_SECONDS
+        values["join_timeout"] = (
+            wait.timeout_seconds if wait.HasField("timeout_seconds") else defaults.JOIN_TIMEOUT_SECONDS
+        )
     return replace(base, **values)
 
 
@@ -188,7 +198,9 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         raise where.error(where.line_of(r"\bjob\b"), "job.pods", "at least one pod is required")
     if len(set(pods)) != len(pods):
         duplicate = next(p for p in pods if pods.count(p) > 1)
-        raise where.error(where.line_of(rf'pods:\s*"{re.escape(duplicate)}"', 1), "job.pods", f"duplicate pod {duplicate!r}")
+        raise where.error(
+            where.line_of(rf'pods:\s*"{re.escape(duplicate)}"', 1), "job.pods", f"duplicate pod {duplicate!r}"
+        )
 
     if plugin_override is not None:
         if plugin_override not in set(PluginVariant):
@@ -204,11 +216,17 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         if value < 0 or value != value:
             raise where.error(where.line_of(line_pattern, occurrence), field_path, f"must be >= 0, got {value}")
 
-    grace = job.termination_grace_period_seconds if job.HasField("termination_grace_period_seconds") else defaults.TERMINATION_GRACE_SECONDS
+    grace = (
+        job.termination_grace_period_seconds
+        if job.HasField("termination_grace_period_seconds")
+        else defaults.TERMINATION_GRACE_SECONDS
+    )
     non_negative(grace, r"termination_grace_period_seconds", "job.termination_grace_period_seconds")
     training = message.task.training_seconds if message.task.HasField("training_seconds") else defaults.TRAINING_SECONDS
     non_negative(training, r"training_seconds", "task.training_seconds")
-    non_negative(message.propeller.observation_delay_seconds, r"observation_delay_seconds", "propeller.observation_delay_seconds")
+    non_negative(
+        message.propeller.observation_delay_seconds, r"observation_delay_seconds", "propeller.observation_delay_seconds"
+    )
 
     for proto_name in ("rendezvous_seconds", "agent_shutdown_seconds", "upload_seconds", "failure_detection_seconds"):
         for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
@@ -218,7 +236,11 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
     timings = {pod: base for pod in pods}
     for index, override in enumerate(message.pod_timings):
         if override.pod not in timings:
-            raise where.error(where.line_of(rf'pod:\s*"{re.escape(override.pod)}"'), f"pod_timings[{index}].pod", f"unknown pod {override.pod!r} (pods: {', '.join(pods)})")
+            raise where.error(
+                where.line_of(rf'pod:\s*"{re.escape(override.pod)}"'),
+                f"pod_timings[{index}].pod",
+                f"unknown pod {override.pod!r} (pods: {', '.join(pods)})",
+            )
         timings[override.pod] = _timing(base, override.timings)
 
     attempts = []
@@ -239,17 +261,23 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
             if event.pod and event.pod not in timings:
                 raise where.error(line, f"{field_path}.pod", f"unknown pod {event.pod!r} (pods: {', '.join(pods)})")
             if event.at_seconds > training and kind != "completion":
-                raise where.error(line, f"{field_path}.at_seconds", f"{event.at_seconds} is after the job ended (training ends at {training} s)")
+                raise where.error(
+                    line,
+                    f"{field_path}.at_seconds",
+                    f"{event.at_seconds} is after the job ended (training ends at {training} s)",
+                )
             if kind == "preemption" and event.preemption.lands_during_fork and job.start_method != pb.FORK:
                 raise where.error(line, f"{field_path}.preemption.lands_during_fork", "only a fork start method forks")
-            events.append(SimEvent(
-                at=event.at_seconds,
-                kind=kind,
-                pod=event.pod,
-                recoverable=event.worker_error.recoverable if kind == "worker_error" else False,
-                lands_during_fork=event.preemption.lands_during_fork if kind == "preemption" else False,
-                message=event.worker_error.message if kind == "worker_error" else "",
-            ))
+            events.append(
+                SimEvent(
+                    at=event.at_seconds,
+                    kind=kind,
+                    pod=event.pod,
+                    recoverable=event.worker_error.recoverable if kind == "worker_error" else False,
+                    lands_during_fork=event.preemption.lands_during_fork if kind == "preemption" else False,
+                    message=event.worker_error.message if kind == "worker_error" else "",
+                )
+            )
         attempts.append(tuple(sorted(events, key=lambda ev: ev.at)))
 
     propeller = message.propeller
@@ -268,11 +296,13 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         training_seconds=training,
         error_aggregation=propeller.error_aggregation,
         max_system_failures=propeller.max_node_retries_system_failures
-        if propeller.HasField("max_node_retries_system_failures") else defaults.MAX_NODE_RETRIES_SYSTEM_FAILURES,
+        if propeller.HasField("max_node_retries_system_failures")
+        else defaults.MAX_NODE_RETRIES_SYSTEM_FAILURES,
         ignore_retry_cause=propeller.ignore_retry_cause,
         observation_delay=propeller.observation_delay_seconds,
         interruptible_failure_threshold=propeller.interruptible_failure_threshold
-        if propeller.HasField("interruptible_failure_threshold") else defaults.INTERRUPTIBLE_FAILURE_THRESHOLD,
+        if propeller.HasField("interruptible_failure_threshold")
+        else defaults.INTERRUPTIBLE_FAILURE_THRESHOLD,
         plugin=plugin,
         timings=timings,
         attempts=tuple(attempts),

@@ -10,8 +10,9 @@ from aggregation.scenario import ScenarioSpec
 
 def simulate(spec: ScenarioSpec) -> Execution:
     """Every attempt of the node until it succeeds or fails for good."""
-    return run_execution(spec, lambda attempt, resumed_from: SimulatedPods(spec, attempt, resumed_from),
-                         Source.SIMULATED)
+    return run_execution(
+        spec, lambda attempt, resumed_from: SimulatedPods(spec, attempt, resumed_from), Source.SIMULATED
+    )
 
 
 __all__ = ["AttemptResult", "Execution", "FinalPhase", "MAX_ATTEMPTS", "simulate", "success_phase"]

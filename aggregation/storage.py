@@ -250,5 +250,5 @@ def open_prefix(location: str, storage_options: Optional[dict] = None) -> Output
     if "://" not in location:
         return LocalPrefix(location)
     if location.startswith("file://") and not storage_options:
-        return LocalPrefix(location[len("file://"):], location)
+        return LocalPrefix(location[len("file://") :], location)
     return FsspecPrefix(location, storage_options)

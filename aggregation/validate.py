@@ -42,16 +42,30 @@ def check_document(name: str, data: bytes, max_payload_bytes: int = DEFAULT_MAX_
     findings: list[Finding] = []
     base = posixpath.basename(name)
     if not (name.startswith(ERROR_PREFIX) and name.endswith(ERROR_SUFFIX)):
-        findings.append(Finding("name", f"not listed by the earliest reader: the key must start with {ERROR_PREFIX!r} and end with {ERROR_SUFFIX!r}"))
+        findings.append(
+            Finding(
+                "name",
+                f"not listed by the earliest reader: the key must start with {ERROR_PREFIX!r} "
+                f"and end with {ERROR_SUFFIX!r}",
+            )
+        )
     if len(data) > max_payload_bytes:
-        findings.append(Finding("size", f"{len(data)} bytes is over the {max_payload_bytes}-byte payload limit: propeller's round fails"))
+        findings.append(
+            Finding(
+                "size", f"{len(data)} bytes is over the {max_payload_bytes}-byte payload limit: propeller's round fails"
+            )
+        )
     try:
         document = parse_document(data)
     except DecodeError as e:
         findings.append(Finding("parse", f"not an ErrorDocument: {e}"))
         return findings
     if not document.HasField("error"):
-        findings.append(Finding("error", "`error` is unset: propeller reports SYSTEM ErrorFileBadFormat, and it wins (no timestamp)"))
+        findings.append(
+            Finding(
+                "error", "`error` is unset: propeller reports SYSTEM ErrorFileBadFormat, and it wins (no timestamp)"
+            )
+        )
         return findings
     error = document.error
     if not error.code:
@@ -59,7 +73,12 @@ def check_document(name: str, data: bytes, max_payload_bytes: int = DEFAULT_MAX_
     if not error.message:
         findings.append(Finding("message", "`message` is empty"))
     if not error.HasField("timestamp"):
-        findings.append(Finding("timestamp", "`timestamp` is unset: it reads as the epoch and beats every other file under the earliest strategy"))
+        findings.append(
+            Finding(
+                "timestamp",
+                "`timestamp` is unset: it reads as the epoch and beats every other file under the earliest strategy",
+            )
+        )
     if base.startswith("error-") and not error.worker:
         findings.append(Finding("worker", "`worker` is empty in a per-worker file (error-*.pb): set _F_WN"))
     if error.kind not in errors_pb2.ContainerError.Kind.values():

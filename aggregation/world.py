@@ -13,11 +13,18 @@ from typing import Optional, Protocol
 
 from aggregation.engine import Clock
 from aggregation.kinds import CleanPodPolicy, JobCondition
-from aggregation.pods import Upload
-from aggregation.propeller import Decision, NodeDecision, NodeState, PropellerConfig, TaskOutcome, TaskPhase
-from aggregation.propeller import runs_on_interruptible
-from aggregation.propeller_actor import PropellerActor
 from aggregation.operator import TrainingOperator
+from aggregation.pods import Upload
+from aggregation.propeller import (
+    Decision,
+    NodeDecision,
+    NodeState,
+    PropellerConfig,
+    TaskOutcome,
+    TaskPhase,
+    runs_on_interruptible,
+)
+from aggregation.propeller_actor import PropellerActor
 from aggregation.results import AttemptResult, winning_upload
 from aggregation.scenario import ScenarioSpec
 from aggregation.storage import OutputPrefix
@@ -86,8 +93,9 @@ class Kubelet:
 class Attempt:
     """The world of one attempt. Pods report to it: `log`, `upload`, `pod_exited`."""
 
-    def __init__(self, spec: ScenarioSpec, attempt: int, state: NodeState, pods: Pods,
-                 config: Optional[PropellerConfig] = None) -> None:
+    def __init__(
+        self, spec: ScenarioSpec, attempt: int, state: NodeState, pods: Pods, config: Optional[PropellerConfig] = None
+    ) -> None:
         self.spec = spec
         self.attempt = attempt
         self.state = state
@@ -120,9 +128,12 @@ class Attempt:
     def run(self) -> None:
         spec = self.spec
         self.clock = self.pods.start(self)
-        self.operator = TrainingOperator(spec.elastic, spec.pods[0], spec.clean_pod_policy, self.running_pods,
-                                         self._delete_pod, self._job_terminal)
-        self.propeller = PropellerActor(self.clock, spec, self.state, self.config, lambda: self.pods.snapshot(tuple(self.uploads)), self.log)
+        self.operator = TrainingOperator(
+            spec.elastic, spec.pods[0], spec.clean_pod_policy, self.running_pods, self._delete_pod, self._job_terminal
+        )
+        self.propeller = PropellerActor(
+            self.clock, spec, self.state, self.config, lambda: self.pods.snapshot(tuple(self.uploads)), self.log
+        )
         self._schedule_scenario()
         self.clock.run(self._done)
         observation = self.propeller.observation

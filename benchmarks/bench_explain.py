@@ -58,11 +58,13 @@ def make_prefix(directory: Path, files: int, pods: int) -> None:
     sys.path.insert(0, str(ROOT))
     from aggregation.documents import error_document_bytes
 
-    message = "Traceback (most recent call last):\n" + "  File \"train.py\", line 42, in step\n" * 20
+    message = "Traceback (most recent call last):\n" + '  File "train.py", line 42, in step\n' * 20
     for i in range(files):
         pod = i % pods
         data = error_document_bytes(
-            code="USER:RuntimeError", message=message, worker=f"train-worker-{pod}",
+            code="USER:RuntimeError",
+            message=message,
+            worker=f"train-worker-{pod}",
             timestamp_ns=T0 + ((i * 7919) % files) * 1_000_000,
         )
         (directory / f"error-{i:032x}.pb").write_bytes(data)
@@ -83,8 +85,14 @@ def measure_cli(prefix: Path, repeats: int) -> float:
 def measure(mode: str, prefix: Path, repeats: int) -> dict:
     runs = []
     for _ in range(repeats):
-        out = subprocess.run([sys.executable, "-c", MEASURE, mode, str(prefix)], capture_output=True, text=True,
-                             cwd=ROOT, check=True, timeout=600)
+        out = subprocess.run(
+            [sys.executable, "-c", MEASURE, mode, str(prefix)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=True,
+            timeout=600,
+        )
         runs.append(json.loads(out.stdout))
     return min(runs, key=lambda r: r["seconds"])
 
@@ -112,22 +120,27 @@ def main() -> None:
     pages = -(-args.files // 1000)
     propeller_requests = 2 * pages + 2 * args.files  # IsError and ReadError each list every page
     ratio = explain["seconds"] / floor["seconds"]
-    table = "\n".join([
-        f"`explain` on a local prefix of {args.files:,} error files ({args.pods:,} pods), best of {args.repeats}, 2 cores:",
-        "",
-        "| | wall time | peak RSS |",
-        "|---|---|---|",
-        f"| `explain_prefix` (list, HEAD, GET, parse, pick, decide) | {explain['seconds']:.3f} s | {explain['peak_mib']:.0f} MiB |",
-        f"| floor: list the directory, parse every file | {floor['seconds']:.3f} s | {floor['peak_mib']:.0f} MiB |",
-        f"| ratio | {ratio:.2f}x | |",
-        "",
-        f"Imports, not in the times above: {explain['import_seconds']:.3f} s for `aggregation.explain`, "
-        f"{floor['import_seconds']:.3f} s for flyteidl alone. End to end, `aggsim explain PREFIX --json` "
-        f"(interpreter start, imports, JSON) takes {cli_seconds:.2f} s.",
-        "",
-        f"Object-store requests propeller itself makes for this prefix: 2 x {pages} list pages (IsError, then ReadError) + {args.files:,} HEAD + "
-        f"{args.files:,} GET = {propeller_requests:,} (the model counts {explain['requests']:,}).",
-    ])
+    table = "\n".join(
+        [
+            f"`explain` on a local prefix of {args.files:,} error files ({args.pods:,} pods), "
+            f"best of {args.repeats}, 2 cores:",
+            "",
+            "| | wall time | peak RSS |",
+            "|---|---|---|",
+            f"| `explain_prefix` (list, HEAD, GET, parse, pick, decide) | {explain['seconds']:.3f} s "
+            f"| {explain['peak_mib']:.0f} MiB |",
+            f"| floor: list the directory, parse every file | {floor['seconds']:.3f} s | {floor['peak_mib']:.0f} MiB |",
+            f"| ratio | {ratio:.2f}x | |",
+            "",
+            f"Imports, not in the times above: {explain['import_seconds']:.3f} s for `aggregation.explain`, "
+            f"{floor['import_seconds']:.3f} s for flyteidl alone. End to end, `aggsim explain PREFIX --json` "
+            f"(interpreter start, imports, JSON) takes {cli_seconds:.2f} s.",
+            "",
+            f"Object-store requests propeller itself makes for this prefix: 2 x {pages} list pages "
+            f"(IsError, then ReadError) + {args.files:,} HEAD + "
+            f"{args.files:,} GET = {propeller_requests:,} (the model counts {explain['requests']:,}).",
+        ]
+    )
     print(table)
     if args.write_readme:
         readme = ROOT / "README.md"

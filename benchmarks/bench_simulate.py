@@ -62,12 +62,14 @@ def all_cores_rate(text: str, seconds: float) -> tuple[float, int]:
 def scenario_with(pods: int, attempts: int) -> str:
     names = " ".join(f'pods: "train-worker-{i}"' for i in range(pods))
     preempted = "\n".join(
-        'attempts { events { at_seconds: 10 checkpoint {} } events { at_seconds: 30.6 pod: "train-worker-1" preemption {} } }'
+        "attempts { events { at_seconds: 10 checkpoint {} } "
+        'events { at_seconds: 30.6 pod: "train-worker-1" preemption {} } }'
         for _ in range(attempts)
     )
     return (
         f'name: "bench" plugin: RECOVERABLE seed: 1 job {{ {names} nproc_per_node: 2 }} '
-        f"task {{ retries: {attempts} training_seconds: 120 }} propeller {{ error_aggregation: true observation_delay_seconds: 1 }} "
+        f"task {{ retries: {attempts} training_seconds: 120 }} "
+        "propeller { error_aggregation: true observation_delay_seconds: 1 } "
         f"timings {{ failure_detection_seconds: 1.5 }} {preempted}"
     )
 
@@ -105,7 +107,9 @@ def main() -> None:
     if args.write_readme:
         readme = ROOT / "README.md"
         block = f"<!-- bench:simulate -->\n{table}\n<!-- /bench:simulate -->"
-        text, count = re.subn(r"<!-- bench:simulate -->.*?<!-- /bench:simulate -->", block, readme.read_text(), flags=re.S)
+        text, count = re.subn(
+            r"<!-- bench:simulate -->.*?<!-- /bench:simulate -->", block, readme.read_text(), flags=re.S
+        )
         if count != 1:
             raise SystemExit("README.md has no <!-- bench:simulate --> block")
         readme.write_text(text)

@@ -96,7 +96,10 @@ def render(runs: list[PreemptedRun], console: Console) -> None:
         ("pod exit code", [f"{r.exit_code} ({r.exited_after:.1f} s after SIGTERM)" for r in runs]),
         ("files in the output prefix", ["\n".join(r.files) or "[red](empty)[/red]" for r in runs]),
         ("error propeller reads\n(earliest strategy)", [_error_summary(r) for r in runs]),
-        ("training operator", [f"job {JobCondition.SUCCEEDED.value} (an elastic job succeeds when one pod exits 0)" for r in runs]),
+        (
+            "training operator",
+            [f"job {JobCondition.SUCCEEDED.value} (an elastic job succeeds when one pod exits 0)" for r in runs],
+        ),
         (f"propeller (task retries={RETRIES})", [_verdict(r) for r in runs]),
     ]
     for label, cells in rows:

@@ -30,7 +30,8 @@ def pyflyte_execute_path() -> str:
     if candidate.exists():
         return str(candidate)
     raise FileNotFoundError(
-        f"pyflyte-execute not found next to {sys.executable}; install the plugin extra: pip install 'flyte-aggsim[plugin]'"
+        f"pyflyte-execute not found next to {sys.executable}; "
+        "install the plugin extra: pip install 'flyte-aggsim[plugin]'"
     )
 
 

@@ -105,15 +105,21 @@ def _error_record(content: bytes) -> Optional[ErrorRecord]:
     if not document.HasField("error"):
         return None
     e = document.error
-    return ErrorRecord(e.code, e.kind == errors_pb2.ContainerError.RECOVERABLE,
-                       e.timestamp.seconds + e.timestamp.nanos / 1e9, e.worker, e.message)
+    return ErrorRecord(
+        e.code,
+        e.kind == errors_pb2.ContainerError.RECOVERABLE,
+        e.timestamp.seconds + e.timestamp.nanos / 1e9,
+        e.worker,
+        e.message,
+    )
 
 
 class RealPods:
     """The pods of one real attempt: processes, their blob store, and commands for their workers."""
 
-    def __init__(self, spec: ScenarioSpec, attempt: int, work_dir: Path, task_name: str,
-                 previous_checkpoint: Optional[Path]) -> None:
+    def __init__(
+        self, spec: ScenarioSpec, attempt: int, work_dir: Path, task_name: str, previous_checkpoint: Optional[Path]
+    ) -> None:
         self.spec = spec
         self.attempt = attempt
         self.task_name = task_name
@@ -143,14 +149,22 @@ class RealPods:
         for pod in spec.pods:
             shutdown = spec.timings[pod].shutdown
             pod_spec = PodSpec(
-                name=pod, task_name=self.task_name, output_prefix=self.prefix, error_aggregation=spec.error_aggregation,
-                nnodes=len(spec.pods), rendezvous_endpoint=f"localhost:{port}",
-                execution_id=f"{spec.name}-{self.attempt}", checkpoint_path=self.checkpoint_path,
+                name=pod,
+                task_name=self.task_name,
+                output_prefix=self.prefix,
+                error_aggregation=spec.error_aggregation,
+                nnodes=len(spec.pods),
+                rendezvous_endpoint=f"localhost:{port}",
+                execution_id=f"{spec.name}-{self.attempt}",
+                checkpoint_path=self.checkpoint_path,
                 prev_checkpoint=self.previous_checkpoint,
-                extra_env={"AGGSIM_EVENTS_DIR": str(self.events_dir), "AGGSIM_CONTROL": str(self.control),
-                           "AGGSIM_TRAIN_SECONDS": "600",
-                           # the scenario's shutdown time is how long this pod's workers take to exit on SIGTERM
-                           "AGGSIM_WORKER_SHUTDOWN_SECONDS": str(shutdown) if shutdown > SHUTDOWN_WORTH_MODELLING else "0"},
+                extra_env={
+                    "AGGSIM_EVENTS_DIR": str(self.events_dir),
+                    "AGGSIM_CONTROL": str(self.control),
+                    "AGGSIM_TRAIN_SECONDS": "600",
+                    # the scenario's shutdown time is how long this pod's workers take to exit on SIGTERM
+                    "AGGSIM_WORKER_SHUTDOWN_SECONDS": str(shutdown) if shutdown > SHUTDOWN_WORTH_MODELLING else "0",
+                },
             )
             self.processes[pod] = self.stack.enter_context(LocalPod(pod_spec, self.work))
         self.stack.callback(self.watcher.stop)
@@ -165,8 +179,9 @@ class RealPods:
         else:
             ready = self._wait_for_barrier(len(spec.pods) * spec.nproc_per_node, started)
         self.timebase = ScenarioTimebase(spec, events, ready)
-        return WallClock(self.timebase, [self.poll], deadline=started + ATTEMPT_TIMEOUT,
-                         linger_after_verdict=LINGER_AFTER_VERDICT)
+        return WallClock(
+            self.timebase, [self.poll], deadline=started + ATTEMPT_TIMEOUT, linger_after_verdict=LINGER_AFTER_VERDICT
+        )
 
     def _wait_for_port(self, port: int, started: float) -> None:
         while True:
@@ -189,7 +204,9 @@ class RealPods:
         dead = [name for name, pod in self.processes.items() if pod.returncode is not None]
         if dead:
             log = self.processes[dead[0]].log().strip().splitlines()[-1:] or ["(no output)"]
-            raise LocalJobError(f"pod {dead[0]} exited {self.processes[dead[0]].returncode} before training: {log[0][:200]}")
+            raise LocalJobError(
+                f"pod {dead[0]} exited {self.processes[dead[0]].returncode} before training: {log[0][:200]}"
+            )
         if time.time() - started > START_TIMEOUT:
             raise LocalJobError(f"{what} within {START_TIMEOUT:.0f} s")
 
@@ -270,8 +287,16 @@ class RealPods:
             self.upload_keys[id(upload)] = (file_name, mtime)
             world.upload(upload)
             if error is not None:
-                world.log(Event(upload.at, pod or "blob store", What.UPLOAD, file=file_name, code=error.code,
-                                recoverable=error.recoverable))
+                world.log(
+                    Event(
+                        upload.at,
+                        pod or "blob store",
+                        What.UPLOAD,
+                        file=file_name,
+                        code=error.code,
+                        recoverable=error.recoverable,
+                    )
+                )
             else:
                 world.log(Event(upload.at, pod or "blob store", What.UPLOAD, file=file_name))
 

@@ -30,13 +30,17 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> st
         raise LocalJobError("the seed-pr variant exists only in the simulator; run upstream or recoverable")
     nproc = spec.nproc_per_node
     if len(spec.pods) * nproc > MAX_LOCAL_WORKERS:
-        raise LocalJobError(f"{len(spec.pods)} pods x {nproc} workers is more than this machine can hold "
-                            f"({MAX_LOCAL_WORKERS} worker processes at most on {os.cpu_count()} cores)")
+        raise LocalJobError(
+            f"{len(spec.pods)} pods x {nproc} workers is more than this machine can hold "
+            f"({MAX_LOCAL_WORKERS} worker processes at most on {os.cpu_count()} cores)"
+        )
     for index, events in enumerate(spec.attempts):
         for event in events:
             if event.lands_during_fork:
-                raise LocalJobError(f"attempts[{index}]: preemption.lands_during_fork cannot be played for real "
-                                    "(a signal cannot be aimed at the inside of os.fork())")
+                raise LocalJobError(
+                    f"attempts[{index}]: preemption.lands_during_fork cannot be played for real "
+                    "(a signal cannot be aimed at the inside of os.fork())"
+                )
     method = start_method or ("fork" if spec.fork else "spawn")
     try:
         return task_name(spec.plugin.value, method, len(spec.pods), nproc)

@@ -47,7 +47,13 @@ def generate(out_dir: Path) -> list[Path]:
     with tempfile.TemporaryDirectory() as tmp:
         descriptor_set = Path(tmp) / "flyteidl.pb"
         descriptor_set.write_bytes(flyteidl_descriptor_set())
-        args = ["protoc", f"-I{PROTO_ROOT}", f"--descriptor_set_in={descriptor_set}", f"--python_out={out_dir}", *SOURCES]
+        args = [
+            "protoc",
+            f"-I{PROTO_ROOT}",
+            f"--descriptor_set_in={descriptor_set}",
+            f"--python_out={out_dir}",
+            *SOURCES,
+        ]
         if protoc.main(args) != 0:
             raise SystemExit(f"protoc failed: {' '.join(args)}")
     written = []

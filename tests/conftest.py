@@ -1,11 +1,57 @@
+"""Shared test helpers, and a clean skip for plugin tests when the plugin extra is not installed.
+
+Test modules import the constants and helpers below with `from conftest import ...` (pytest puts this
+directory on `sys.path`).
+"""
+
+from __future__ import annotations
+
 import importlib.util
+import sys
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "scenarios"
+AGGSIM = str(Path(sys.executable).parent / "aggsim")
+T0 = 1_796_000_000 * 10**9  # an arbitrary instant, in ns
+
+PLUGIN_MODULES = ("torch", "flytekit", "flytekitplugins.kfpytorch")
+
+
+def missing_modules(names) -> list[str]:
+    """The modules of `names` that cannot be imported here (a missing parent package counts as missing)."""
+    missing = []
+    for name in names:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def leftover_processes(work_dir: Path) -> list[str]:
+    """Live processes whose command line mentions `work_dir` (pods, agents, workers of a real run)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            status = (proc / "status").read_text()
+        except OSError:
+            continue
+        if str(work_dir) in cmdline and "State:\tZ" not in status:
+            found.append(f"{proc.name}: {cmdline[:120]}")
+    return found
 
 
 def pytest_collection_modifyitems(config, items):
     """Tests of the plugin need flytekit and torch (the `plugin` extra); say so instead of failing to import."""
-    missing = [m for m in ("torch", "flytekit", "flytekitplugins.kfpytorch") if importlib.util.find_spec(m) is None]
+    missing = missing_modules(PLUGIN_MODULES)
     if not missing:
         return
     skip = pytest.mark.skip(reason=f"plugin extra not installed ({', '.join(missing)})")

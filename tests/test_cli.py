@@ -10,18 +10,15 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import AGGSIM, T0  # noqa: E402
 from flyteidl.core import errors_pb2, literals_pb2
 
 from aggregation.cli import main
 from aggregation.documents import error_document_bytes
-
-T0 = 1_796_000_000 * 10**9
-AGGSIM = str(Path(sys.executable).parent / "aggsim")
 
 
 def run(*args):
@@ -49,7 +46,10 @@ def prefix(tmp_path):
 
 
 def test_json_has_exactly_the_documented_keys(prefix):
-    prefix("error-a.pb", error_document_bytes(code="USER:Recoverable", recoverable=True, worker="pod-a", timestamp_ns=T0 + 5))
+    prefix(
+        "error-a.pb",
+        error_document_bytes(code="USER:Recoverable", recoverable=True, worker="pod-a", timestamp_ns=T0 + 5),
+    )
     prefix("error-b.pb", error_document_bytes(code="USER:RuntimeError", worker="pod-b", timestamp_ns=T0 + 123_456_789))
     out = explain_json(str(prefix.path), "--retries", "2")
     assert {"strategy", "files", "error", "round_error", "task_phase", "node"} <= set(out)
@@ -60,8 +60,13 @@ def test_json_has_exactly_the_documented_keys(prefix):
     assert out["files"][0]["timestamp"] == "2026-11-30T00:53:20.000000005Z"
     assert out["files"][0]["selected"] is True
     assert out["error"] == {
-        "code": "USER:Recoverable", "message": "", "kind": "USER", "recoverable": True,
-        "timestamp": "2026-11-30T00:53:20.000000005Z", "worker": "pod-a", "path": "error-a.pb",
+        "code": "USER:Recoverable",
+        "message": "",
+        "kind": "USER",
+        "recoverable": True,
+        "timestamp": "2026-11-30T00:53:20.000000005Z",
+        "worker": "pod-a",
+        "path": "error-a.pb",
     }
     assert out["round_error"] is None
     assert out["task_phase"] == "RETRYABLE_FAILURE"
@@ -122,7 +127,11 @@ def test_human_view_names_the_winner_and_the_rule(prefix):
         ("error-a.pb", b"\x0a\x05\x0a\x03ab", "ROUND_FAILED"),  # truncated
         ("error-a.pb", b"\xff\xfe\xfd", "ROUND_FAILED"),  # corrupt
         ("error-a.pb", b"", "RETRYABLE_FAILURE"),  # zero bytes: empty document -> ErrorFileBadFormat
-        ("error-a.pb", literals_pb2.LiteralMap(literals={"k": literals_pb2.Literal()}).SerializeToString(), "PERMANENT_FAILURE"),
+        (
+            "error-a.pb",
+            literals_pb2.LiteralMap(literals={"k": literals_pb2.Literal()}).SerializeToString(),
+            "PERMANENT_FAILURE",
+        ),
         ("error-a.pb", b"\x0a\x06\x12\x04\xff\xfe\xfd\xfc", "ROUND_FAILED"),  # non-UTF-8 message
         ("error.pb.tmp", b"\xff", "SUCCEEDED"),
         ("errors-x.pb", error_document_bytes(code="USER:E", timestamp_ns=T0), "PERMANENT_FAILURE"),
@@ -192,7 +201,9 @@ def test_missing_s3_filesystem_is_a_one_line_error(tmp_path):
         "sys.meta_path.insert(0, _Block())\n"
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    result = subprocess.run([AGGSIM, "explain", "s3://bucket/prefix"], capture_output=True, text=True, timeout=60, env=env)
+    result = subprocess.run(
+        [AGGSIM, "explain", "s3://bucket/prefix"], capture_output=True, text=True, timeout=60, env=env
+    )
     assert result.returncode == 2, result.stderr
     assert "no filesystem for 's3'" in result.stderr and "Traceback" not in result.stderr
 
@@ -205,7 +216,9 @@ def test_permission_denied_is_a_round_error_not_a_crash(tmp_path):
     drop = "-dac_override,-dac_read_search"  # root without these capabilities obeys file modes
     result = subprocess.run(
         ["setpriv", f"--inh-caps={drop}", f"--bounding-set={drop}", AGGSIM, "explain", str(tmp_path), "--json"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
@@ -216,11 +229,17 @@ def test_permission_denied_is_a_round_error_not_a_crash(tmp_path):
 
 
 def test_validate_passes_what_the_plugin_writes_and_flags_each_problem(prefix):
-    good = prefix("error-a.pb", error_document_bytes(code="USER:Recoverable", message="m", recoverable=True, timestamp_ns=T0, worker="w"))
+    good = prefix(
+        "error-a.pb",
+        error_document_bytes(code="USER:Recoverable", message="m", recoverable=True, timestamp_ns=T0, worker="w"),
+    )
     prefix("error-b.pb", error_document_bytes(code="USER:X", message="m", origin="SYSTEM"))
     prefix("error-c.pb", errors_pb2.ErrorDocument().SerializeToString())
     prefix("error.pb.tmp", error_document_bytes(code="USER:X", message="m", timestamp_ns=T0))
-    prefix("error-big.pb", error_document_bytes(code="USER:X", message="x" * (2 * 1024 * 1024), timestamp_ns=T0, worker="w"))
+    prefix(
+        "error-big.pb",
+        error_document_bytes(code="USER:X", message="x" * (2 * 1024 * 1024), timestamp_ns=T0, worker="w"),
+    )
 
     assert run("validate", str(good)).exit_code == 0
     result = run("validate", str(prefix.path), "--json")

@@ -1,9 +1,10 @@
 """The model checked against the real thing: the shipped incidents run as real local PyTorchJobs.
 
 Each real run starts `pyflyte-execute` pods (torch elastic, c10d, gloo) with the environment Flyte's
-backend plugin gives them, drives them with the simulator's own kubelet, training operator and propeller (`localjob/`) and
-must reach the same verdict as the simulator: which error wins (code, kind, worker), the node decision
-per attempt, the number of attempts, checkpoint resumption and the final phase. `make test` runs one
+backend plugin gives them, drives them with the simulator's own kubelet, training operator and propeller
+(`aggregation/world.py`, through `localjob/`) and must reach the same verdict as the simulator: which
+error wins (code, kind, worker), the node decision per attempt, the number of attempts, checkpoint
+resumption and the final phase. `make test` runs one
 representative case; `make test-real` runs them all.
 """
 
@@ -15,23 +16,7 @@ import pytest
 
 pytestmark = [pytest.mark.plugin, pytest.mark.real, pytest.mark.timeout(600)]
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
-
-
-def leftover_processes(work_dir: Path) -> list[str]:
-    """Processes whose command line mentions this run's directory (pods, agents, workers)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            status = (proc / "status").read_text()
-        except OSError:
-            continue
-        if str(work_dir) in cmdline and "State:\tZ" not in status:
-            found.append(f"{proc.name}: {cmdline[:120]}")
-    return found
+from conftest import SCENARIOS, leftover_processes  # noqa: E402
 
 
 def conform(scenario: str, plugin: str, tmp_path: Path):
@@ -49,8 +34,12 @@ def conform(scenario: str, plugin: str, tmp_path: Path):
     return real
 
 
-REAL_OUTCOME = {"SUCCEEDED_SILENTLY": "SUCCEEDED_SILENTLY", "FAILED_PERMANENTLY": "FAILED_PERMANENTLY",
-                "RETRIED_THEN_SUCCEEDED": "RETRIED", "SUCCEEDED": "SUCCEEDED"}
+REAL_OUTCOME = {
+    "SUCCEEDED_SILENTLY": "SUCCEEDED_SILENTLY",
+    "FAILED_PERMANENTLY": "FAILED_PERMANENTLY",
+    "RETRIED_THEN_SUCCEEDED": "RETRIED",
+    "SUCCEEDED": "SUCCEEDED",
+}
 
 
 @pytest.mark.race
@@ -69,8 +58,10 @@ def test_upstream_plugin_preemption_race_is_predicted_by_the_sweep(tmp_path):
     from localjob.runner import run_local
 
     path = str(SCENARIOS / "preemption_during_training.textproto")
-    variations = [Variation("timings.upload_seconds", (0.05, 0.5, 1.0, 2.0)),
-                  Variation("timings.failure_detection_seconds", (0.5, 1.0, 2.0, 5.0))]
+    variations = [
+        Variation("timings.upload_seconds", (0.05, 0.5, 1.0, 2.0)),
+        Variation("timings.failure_detection_seconds", (0.5, 1.0, 2.0, 5.0)),
+    ]
     predicted = sweep(read_scenario(path), variations, plugins=("upstream",), flags=(True,)).cells[0].counts
     assert set(predicted) == {"SUCCEEDED_SILENTLY", "FAILED_PERMANENTLY"}  # the race the simulator knows
     spec = load_scenario(path, "upstream")
@@ -90,7 +81,9 @@ def test_upstream_plugin_preemption_race_is_predicted_by_the_sweep(tmp_path):
 def test_recoverable_plugin_preemption_retries_and_resumes_from_checkpoint(tmp_path):
     real = conform("preemption_during_training", "recoverable", tmp_path)
     first, second = real.attempts
-    assert first.decision == "RETRY" and first.error.code == "USER:Recoverable" and first.error.worker == "train-worker-1"
+    assert (
+        first.decision == "RETRY" and first.error.code == "USER:Recoverable" and first.error.worker == "train-worker-1"
+    )
     assert first.wrote_checkpoint and second.resumed_from_checkpoint.startswith("attempt 0")
 
 
@@ -105,7 +98,9 @@ def test_sibling_user_error_wins_over_cleanup_and_the_node_fails(tmp_path):
 def test_aggregation_off_last_writer_wins(tmp_path):
     real = conform("preemption_during_training_no_aggregation", "recoverable", tmp_path)
     [attempt] = real.attempts
-    assert attempt.winning_file == "error.pb" and attempt.error.code == "USER:RuntimeError"  # the survivor's, written last
+    assert (
+        attempt.winning_file == "error.pb" and attempt.error.code == "USER:RuntimeError"
+    )  # the survivor's, written last
 
 
 def test_more_pods_than_the_machine_can_hold_is_refused_before_starting(tmp_path):

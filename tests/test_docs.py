@@ -1,6 +1,7 @@
 """Every `$ aggsim ...` command shown in README.md and docs/ runs, from the repository root, as documented.
 
-A command exits 0 unless its line says `# exits 1` (or `# a race: exits 0 or 1`). Commands that start real pods run in `make test-real`.
+A command exits 0 unless its line says `# exits 1` (or `# a race: exits 0 or 1`). Commands that start real pods
+run in `make test-real`.
 """
 
 from __future__ import annotations
@@ -9,12 +10,10 @@ import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import AGGSIM, ROOT, missing_modules  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-AGGSIM = str(Path(sys.executable).parent / "aggsim")
 SLOW = ("run-local", "demo --real")
 
 
@@ -30,7 +29,11 @@ def documented_commands():
             if match:
                 command, _, comment = match.group(1).partition("#")
                 expected = (0, 1) if "exits 0 or 1" in comment else (1,) if "exits 1" in comment else (0,)
-                marks = [pytest.mark.slow, pytest.mark.plugin, pytest.mark.real] if any(s in command for s in SLOW) else []
+                marks = (
+                    [pytest.mark.slow, pytest.mark.plugin, pytest.mark.real] if any(s in command for s in SLOW) else []
+                )
+                if "--plot" in command and missing_modules(["matplotlib"]):
+                    marks.append(pytest.mark.skip(reason="--plot needs matplotlib (the notebooks extra)"))
                 found.append(pytest.param(command.strip(), expected, id=f"{doc.name}:{number}", marks=marks))
     return found
 
@@ -60,7 +63,9 @@ def test_example_prefixes_are_what_their_generator_writes(tmp_path, monkeypatch)
     monkeypatch.setattr(make_prefixes, "HERE", tmp_path)
     make_prefixes.main()
     fresh = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
-    committed = sorted(p.relative_to(ROOT / "examples") for p in (ROOT / "examples" / "prefixes").rglob("*") if p.is_file())
+    committed = sorted(
+        p.relative_to(ROOT / "examples") for p in (ROOT / "examples" / "prefixes").rglob("*") if p.is_file()
+    )
     assert fresh == committed
     for relative in fresh:
         assert (tmp_path / relative).read_bytes() == (ROOT / "examples" / relative).read_bytes()

@@ -2,19 +2,16 @@
 
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("matplotlib")
 
+from conftest import AGGSIM, SCENARIOS  # noqa: E402
+
 from aggregation.explore import Variation, sweep  # noqa: E402
 from aggregation.scenario import load_scenario, read_scenario  # noqa: E402
 from aggregation.simulate import simulate  # noqa: E402
-
-SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
-AGGSIM = str(Path(sys.executable).parent / "aggsim")
 
 
 def test_timeline_has_a_panel_per_attempt_and_a_lane_per_pod():
@@ -35,16 +32,22 @@ def test_timeline_has_a_panel_per_attempt_and_a_lane_per_pod():
 def test_heatmap_and_candidates():
     import matplotlib.pyplot as plt
 
+    from aggregation.documents import error_document_bytes
     from aggregation.explain import explain_prefix
     from aggregation.plot import candidates_figure, outcome_heatmap
     from aggregation.storage import MemoryPrefix
-    from aggregation.documents import error_document_bytes
 
-    result = sweep(read_scenario(str(SCENARIOS / "preemption_during_training.textproto")),
-                   [Variation("propeller.observation_delay_seconds", (0.0, 5.0))])
+    result = sweep(
+        read_scenario(str(SCENARIOS / "preemption_during_training.textproto")),
+        [Variation("propeller.observation_delay_seconds", (0.0, 5.0))],
+    )
     heatmap = outcome_heatmap(result)
-    prefix = MemoryPrefix([("error-a.pb", error_document_bytes(worker="a", timestamp_ns=2)),
-                           ("error-b.pb", error_document_bytes(worker="b", timestamp_ns=1))])
+    prefix = MemoryPrefix(
+        [
+            ("error-a.pb", error_document_bytes(worker="a", timestamp_ns=2)),
+            ("error-b.pb", error_document_bytes(worker="b", timestamp_ns=1)),
+        ]
+    )
     ranking = candidates_figure(explain_prefix(prefix))
     try:
         assert len(heatmap.axes[0].texts) == 6 * 5  # every cell labelled
@@ -56,8 +59,20 @@ def test_heatmap_and_candidates():
 
 def test_simulate_plot_writes_a_png(tmp_path):
     out = tmp_path / "timeline.png"
-    result = subprocess.run([AGGSIM, "simulate", str(SCENARIOS / "survivor_fails_from_peer_death.textproto"),
-                             "--plugin", "seed-pr", "--plot", str(out)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            AGGSIM,
+            "simulate",
+            str(SCENARIOS / "survivor_fails_from_peer_death.textproto"),
+            "--plugin",
+            "seed-pr",
+            "--plot",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -71,7 +86,17 @@ def test_plot_without_matplotlib_is_a_one_line_error(tmp_path):
         "            raise ImportError('No module named matplotlib')\n"
         "sys.meta_path.insert(0, _Block())\n"
     )
-    result = subprocess.run([AGGSIM, "simulate", str(SCENARIOS / "preemption_during_training.textproto"), "--plot",
-                             str(tmp_path / "x.png")], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    result = subprocess.run(
+        [
+            AGGSIM,
+            "simulate",
+            str(SCENARIOS / "preemption_during_training.textproto"),
+            "--plot",
+            str(tmp_path / "x.png"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
     assert result.returncode == 2 and "--plot needs matplotlib" in result.stderr and "Traceback" not in result.stderr

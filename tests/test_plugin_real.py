@@ -115,12 +115,13 @@ def model_container_error(event: str, aggregation: bool = True):
     spec = parse_scenario(
         f'plugin: RECOVERABLE job {{ pods: "train-worker-0" nproc_per_node: 2 }} '
         f"propeller {{ error_aggregation: {str(aggregation).lower()} observation_delay_seconds: 60 }} "
-        f"attempts {{ events {{ at_seconds: 10 pod: \"train-worker-0\" {event} }} }}"
+        f'attempts {{ events {{ at_seconds: 10 pod: "train-worker-0" {event} }} }}'
     )
     [upload] = [u for u in simulate(spec).attempts[0].uploads if u.error is not None]
     e = upload.error
-    return upload.name, error_document(code=e.code, message=e.message, recoverable=e.recoverable, origin="USER",
-                                       timestamp_ns=1, worker=e.worker).error
+    return upload.name, error_document(
+        code=e.code, message=e.message, recoverable=e.recoverable, origin="USER", timestamp_ns=1, worker=e.worker
+    ).error
 
 
 def assert_same_container_error(real_name, real, model_name, model):

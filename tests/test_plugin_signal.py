@@ -86,10 +86,9 @@ def test_every_signal_torch_handles_is_named(launcher, sig):
 def test_upstream_task_still_ignores_outputs(launcher):
     """The baseline this project changes: upstream `_execute` raises IgnoreOutputs on SignalException."""
     from flytekit.core.base_task import IgnoreOutputs
+    from torch.distributed.elastic.multiprocessing.api import SignalException
 
     from localjob import workloads
-
-    from torch.distributed.elastic.multiprocessing.api import SignalException
 
     def run(*args):
         # no real signal: the upstream task installs no handler, so SIGTERM would kill the test run
@@ -178,7 +177,9 @@ def _same_second_failures(tmp_path, monkeypatch, true_first_recoverable):
     """Rank 1 fails first (x.30); rank 0 fails from it (x.60); torch stamps both x and picks rank 0."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-    collateral_file, collateral = _torch_recorded_failure(tmp_path, monkeypatch, "Connection reset by peer", 0, RuntimeError)
+    collateral_file, collateral = _torch_recorded_failure(
+        tmp_path, monkeypatch, "Connection reset by peer", 0, RuntimeError
+    )
     first_file, first = _torch_recorded_failure(tmp_path, monkeypatch, "the real problem", 1)
     whole = min(collateral.timestamp, first.timestamp)
     collateral.timestamp = first.timestamp = whole

@@ -47,7 +47,11 @@ def test_failed_job_is_retryable_downstream_system_error_of_kind_user_and_reads_
     """GetPhaseInfo JobFailed: PhaseInfoRetryableFailure(DownstreamSystemError) sets kind USER."""
     outcome = task_outcome(JobCondition.FAILED, read_with(USER_FATAL), condition_message="BackoffLimitExceeded - x")
     assert outcome.phase is TaskPhase.RETRYABLE_FAILURE
-    assert (outcome.error.code, outcome.error.kind, outcome.error.recoverable) == ("DownstreamSystemError", "USER", True)
+    assert (outcome.error.code, outcome.error.kind, outcome.error.recoverable) == (
+        "DownstreamSystemError",
+        "USER",
+        True,
+    )
     assert outcome.error.path is None  # the error file was not consulted
 
 
@@ -101,8 +105,13 @@ def retryable(error):
 def test_defaults_match_propeller_config():
     """config.go defaultConfig: 3 system retries, default-max-attempts 1, ignore-retry-cause false, threshold -1."""
     config = PropellerConfig()
-    assert (config.max_node_retries_system_failures, config.default_max_attempts, config.ignore_retry_cause,
-            config.interruptible_failure_threshold, config.max_workflow_retries) == (3, 1, False, -1, 10)
+    assert (
+        config.max_node_retries_system_failures,
+        config.default_max_attempts,
+        config.ignore_retry_cause,
+        config.interruptible_failure_threshold,
+        config.max_workflow_retries,
+    ) == (3, 1, False, -1, 10)
 
 
 def test_no_retries_means_one_attempt():
@@ -143,7 +152,10 @@ def test_ignore_retry_cause_puts_every_kind_on_the_user_budget():
     config = PropellerConfig(ignore_retry_cause=True)
     assert node_decision(retryable(SYSTEM_RECOVERABLE), retries=0, config=config).decision is Decision.FAIL
     assert node_decision(retryable(SYSTEM_RECOVERABLE), retries=1, config=config).decision is Decision.RETRY
-    assert node_decision(retryable(USER_RECOVERABLE), retries=2, state=NodeState(2, 2), config=config).decision is Decision.FAIL
+    assert (
+        node_decision(retryable(USER_RECOVERABLE), retries=2, state=NodeState(2, 2), config=config).decision
+        is Decision.FAIL
+    )
 
 
 def test_non_recoverable_never_retries():

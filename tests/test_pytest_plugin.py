@@ -1,6 +1,5 @@
 """The pytest plugin, tested the way users meet it: in a separate pytest run (pytester)."""
 
-
 pytest_plugins = ["pytester"]
 
 
@@ -43,12 +42,14 @@ def test_failure_message_shows_the_ranking_and_the_rule(pytester):
     )
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*error worker: expected 'pod-b', got 'pod-a'*",
-        "*rule: tie on timestamp, broken by listing order (first listed wins)*",
-        "*-> error-a.pb:*worker=pod-a*",
-        "*   error-b.pb:*worker=pod-b*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*error worker: expected 'pod-b', got 'pod-a'*",
+            "*rule: tie on timestamp, broken by listing order (first listed wins)*",
+            "*-> error-a.pb:*worker=pod-a*",
+            "*   error-b.pb:*worker=pod-b*",
+        ]
+    )
 
 
 def test_validating_error_files_written_by_user_code(pytester):
@@ -89,4 +90,6 @@ def test_scenario_assertion(pytester):
     )
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*final phase: expected SUCCEEDED_SILENTLY, got RETRIED_THEN_SUCCEEDED*", "*SIGTERM (kubelet: preemption)*"])
+    result.stdout.fnmatch_lines(
+        ["*final phase: expected SUCCEEDED_SILENTLY, got RETRIED_THEN_SUCCEEDED*", "*SIGTERM (kubelet: preemption)*"]
+    )

@@ -7,6 +7,7 @@ each test names the Go function it pins.
 from __future__ import annotations
 
 import pytest
+from conftest import T0  # noqa: E402
 from flyteidl.core import errors_pb2, literals_pb2
 
 from aggregation.documents import error_document_bytes
@@ -25,8 +26,6 @@ from aggregation.readers import (
     reader_for,
 )
 from aggregation.storage import MemoryPrefix
-
-T0 = 1_796_000_000 * 10**9  # an arbitrary instant, in ns
 
 
 def doc(**fields) -> bytes:
@@ -100,13 +99,19 @@ def test_zero_byte_file_is_an_empty_document():
 
 
 def test_container_error_maps_to_execution_error():
-    """`errorDoc2ExecutionError`: origin -> kind; code, message, timestamp, worker copied; recoverable iff RECOVERABLE."""
+    """`errorDoc2ExecutionError`: origin -> kind; code, message, timestamp, worker copied;
+    recoverable iff RECOVERABLE."""
     result = earliest(
         ("error-a.pb", doc(code="USER:Recoverable", message="m", recoverable=True, origin="USER", worker="w"))
     )
     error = result.error
     assert (error.code, error.message, error.kind, error.recoverable, error.worker, error.timestamp_ns) == (
-        "USER:Recoverable", "m", "USER", True, "w", T0,
+        "USER:Recoverable",
+        "m",
+        "USER",
+        True,
+        "w",
+        T0,
     )
     assert result.rule == RULE_ONLY_CANDIDATE
     proto = error.to_proto()
@@ -188,7 +193,10 @@ def test_oversized_file_is_a_round_error_at_head_time():
         f"output file @[memory-prefix/error-b.pb] is too large [{len(big)}] bytes, max allowed [{limit}] bytes"
     )
     exactly = doc(message="y" * 10)
-    assert EarliestErrorReader(max_payload_bytes=len(exactly)).read(MemoryPrefix([("error-a.pb", exactly)])).round_error is None
+    assert (
+        EarliestErrorReader(max_payload_bytes=len(exactly)).read(MemoryPrefix([("error-a.pb", exactly)])).round_error
+        is None
+    )
 
 
 def test_default_payload_limit_is_two_mebibytes():

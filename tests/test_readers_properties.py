@@ -9,6 +9,7 @@ Reference rules (flyteplugins v1.16.8 `remote_file_output_reader.go`):
 
 from __future__ import annotations
 
+from flyteidl.core import errors_pb2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,10 +17,10 @@ from aggregation.documents import error_document_bytes
 from aggregation.readers import DefaultErrorReader, EarliestErrorReader
 from aggregation.storage import MemoryPrefix
 
-from flyteidl.core import errors_pb2
-
 names = st.one_of(
-    st.sampled_from(["error.pb", "error-a.pb", "errors-x.pb", "error.pb.tmp", "error-x.json", "outputs.pb", "err.pb", "error/n.pb"]),
+    st.sampled_from(
+        ["error.pb", "error-a.pb", "errors-x.pb", "error.pb.tmp", "error-x.json", "outputs.pb", "err.pb", "error/n.pb"]
+    ),
     st.builds(lambda s: f"error-{s}.pb", st.text(alphabet="0123456789abcdefZé", min_size=1, max_size=6)),
 )
 
@@ -31,7 +32,7 @@ documents = st.one_of(
         st.sampled_from(["USER:Recoverable", "USER:RuntimeError", "SYSTEM"]),
         st.booleans(),
         st.sampled_from(["UNKNOWN", "USER", "SYSTEM"]),
-        st.one_of(st.none(), st.integers(min_value=0, max_value=5) .map(lambda s: 1_796_000_000 * 10**9 + s)),
+        st.one_of(st.none(), st.integers(min_value=0, max_value=5).map(lambda s: 1_796_000_000 * 10**9 + s)),
         st.text(alphabet="abc", max_size=3),
     ),
     st.just(b""),  # an empty document: no `error`

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import ROOT, SCENARIOS  # noqa: E402
 
 from aggregation.cli import main
 from aggregation.explore import Variation, default_variations, outcome_of, sweep
@@ -23,9 +24,6 @@ from aggregation.report import sweep_to_json
 from aggregation.scenario import ScenarioError, load_scenario, parse_scenario, read_scenario
 from aggregation.simulate import simulate
 from aggregation.timeline import What
-
-ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = ROOT / "scenarios"
 
 
 def run(name: str, plugin: str):
@@ -164,7 +162,9 @@ attempts { %(events)s }
 
 
 def scenario(events="", job="", timings="", delay=10, plugin=None):
-    return parse_scenario(BASE % {"events": events, "job": job, "timings": timings, "delay": delay}, "t.textproto", plugin)
+    return parse_scenario(
+        BASE % {"events": events, "job": job, "timings": timings, "delay": delay}, "t.textproto", plugin
+    )
 
 
 def test_seed_pr_stamps_after_worker_shutdown_recoverable_at_arrival():
@@ -179,7 +179,9 @@ def test_seed_pr_stamps_after_worker_shutdown_recoverable_at_arrival():
 
 def test_signal_lost_in_fork_runs_until_sigkill():
     """A SIGTERM inside os.fork() is dropped by CPython's at-fork hooks: the agent runs on until SIGKILL."""
-    spec = scenario('events { at_seconds: 2.001 pod: "b" preemption { lands_during_fork: true } }', job="start_method: FORK")
+    spec = scenario(
+        'events { at_seconds: 2.001 pod: "b" preemption { lands_during_fork: true } }', job="start_method: FORK"
+    )
     attempt = simulate(spec).attempts[0]
     assert attempt.exits["b"] == (137, pytest.approx(32.001))
 
@@ -195,7 +197,9 @@ def test_non_elastic_job_succeeds_only_with_its_master():
 
 def test_clean_pod_policy_running_sigterms_the_rest():
     events = 'events { at_seconds: 30 pod: "a" worker_error {} }'
-    spec = scenario(events, job="clean_pod_policy: CLEAN_POD_POLICY_RUNNING", timings="on_peer_death { wait_in_rendezvous {} }")
+    spec = scenario(
+        events, job="clean_pod_policy: CLEAN_POD_POLICY_RUNNING", timings="on_peer_death { wait_in_rendezvous {} }"
+    )
     timeline = simulate(spec).attempts[0].timeline
     assert any(e.what is What.DELETES_POD and e.target == "b" and e.reason == "Running" for e in timeline)
     assert any(e.what is What.SIGTERM and e.target == "b" and e.reason == "operator cleanup" for e in timeline)
@@ -231,7 +235,10 @@ def test_sweep_reproduces_the_incident_table_deterministically():
 
 def test_small_spaces_are_enumerated_with_a_minimal_counterexample():
     source = read_scenario(str(SCENARIOS / "survivor_fails_from_peer_death.textproto"))
-    variations = [Variation("propeller.observation_delay_seconds", (0.0, 5.0)), Variation("attempts[0].events[0].pod", ("train-worker-0", "train-worker-1"))]
+    variations = [
+        Variation("propeller.observation_delay_seconds", (0.0, 5.0)),
+        Variation("attempts[0].events[0].pod", ("train-worker-0", "train-worker-1")),
+    ]
     result = sweep(source, variations, samples=100, plugins=("seed-pr",), flags=(True,))
     assert result.exhaustive and result.assignments == 4
     assignment, execution = result.cells[0].counterexamples["FAILED_PERMANENTLY"]
@@ -245,11 +252,11 @@ def test_small_spaces_are_enumerated_with_a_minimal_counterexample():
 @pytest.mark.parametrize(
     "events, job, message",
     [
-        ('events { at_seconds: 5 pod: "c" preemption {} }', "", 'attempts[0].events[0].pod: unknown pod \'c\''),
+        ('events { at_seconds: 5 pod: "c" preemption {} }', "", "attempts[0].events[0].pod: unknown pod 'c'"),
         ('events { at_seconds: -1 pod: "a" preemption {} }', "", "attempts[0].events[0].at_seconds: must be >= 0"),
         ('events { at_seconds: 500 pod: "a" preemption {} }', "", "is after the job ended"),
         ('events { at_seconds: 5 pod: "a" }', "", "attempts[0].events[0]: missing: one of"),
-        ('events { at_seconds: 5 preemption {} }', "", "attempts[0].events[0].pod: missing"),
+        ("events { at_seconds: 5 preemption {} }", "", "attempts[0].events[0].pod: missing"),
         ("", 'pods: "a"', "job.pods: duplicate pod 'a'"),
     ],
 )
@@ -273,7 +280,9 @@ def test_unknown_plugin_variant_and_missing_plugin():
 
 def test_cli_rejects_bad_scenarios_with_exit_2(tmp_path):
     bad = tmp_path / "bad.textproto"
-    bad.write_text('plugin: UPSTREAM\njob { pods: "a" }\nattempts {\n  events { at_seconds: 3 pod: "zz" preemption {} }\n}\n')
+    bad.write_text(
+        'plugin: UPSTREAM\njob { pods: "a" }\nattempts {\n  events { at_seconds: 3 pod: "zz" preemption {} }\n}\n'
+    )
     aggsim = str(Path(sys.executable).parent / "aggsim")
     for command in (["simulate", str(bad)], ["sweep", str(bad)], ["simulate", str(tmp_path / "missing.textproto")]):
         result = subprocess.run([aggsim, *command], capture_output=True, text=True, timeout=60)
@@ -281,8 +290,12 @@ def test_cli_rejects_bad_scenarios_with_exit_2(tmp_path):
         assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     result = subprocess.run([aggsim, "simulate", str(bad)], capture_output=True, text=True, timeout=60)
     assert f"{bad}:4: attempts[0].events[0].pod: unknown pod 'zz'" in result.stderr
-    result = subprocess.run([aggsim, "simulate", str(SCENARIOS / "preemption_during_training.textproto"), "--plugin", "nope"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [aggsim, "simulate", str(SCENARIOS / "preemption_during_training.textproto"), "--plugin", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and "Invalid value for '--plugin'" in result.stderr
 
 
@@ -291,7 +304,10 @@ def test_cli_simulate_and_sweep_outputs():
     result = CliRunner().invoke(main, ["simulate", path, "--plugin", "upstream"], terminal_width=160)
     assert result.exit_code == 0 and "SUCCEEDED_SILENTLY" in result.output and "IgnoreOutputs" in result.output
     record = json.loads(CliRunner().invoke(main, ["simulate", path, "--json"]).output)
-    assert record["final_phase"] == "RETRIED_THEN_SUCCEEDED" and record["attempts"][1]["resumed_from_checkpoint"] == "attempt 0"
+    assert (
+        record["final_phase"] == "RETRIED_THEN_SUCCEEDED"
+        and record["attempts"][1]["resumed_from_checkpoint"] == "attempt 0"
+    )
     assert record["attempts"][0]["files"][0]["error"]["kind"] == "RECOVERABLE"
     out = CliRunner().invoke(main, ["sweep", path, "--vary", "propeller.observation_delay_seconds=0:4:2", "--json"])
     assert out.exit_code == 0, out.output

@@ -11,13 +11,12 @@ import os
 import socket
 
 import pytest
+from conftest import T0  # noqa: E402
 
 from aggregation.documents import error_document_bytes
 from aggregation.explain import explain_prefix
 from aggregation.readers import EarliestErrorReader
 from aggregation.storage import FsspecPrefix, MemoryPrefix, PrefixNotFound, StorageError, open_prefix
-
-T0 = 1_796_000_000 * 10**9
 
 
 def write(directory, name, data):
@@ -103,7 +102,9 @@ def test_s3_prefix_with_more_than_a_thousand_keys(s3_endpoint):
     fs = s3fs.S3FileSystem(client_kwargs=options, skip_instance_cache=True)
     fs.mkdir("aggsim-bucket")
     objects = {
-        f"aggsim-bucket/run/0/error-{i:05d}.pb": error_document_bytes(worker=f"pod-{i}", timestamp_ns=T0 + (i * 7919) % 1201)
+        f"aggsim-bucket/run/0/error-{i:05d}.pb": error_document_bytes(
+            worker=f"pod-{i}", timestamp_ns=T0 + (i * 7919) % 1201
+        )
         for i in range(1201)
     }
     objects["aggsim-bucket/run/0/outputs.pb"] = b""
