@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from aggregation import defaults
 from aggregation.explain import Explanation, explain_prefix, rfc3339_nanos
 from aggregation.propeller import NodeState, PropellerConfig
 from aggregation.readers import STRATEGIES
@@ -59,7 +60,7 @@ def main() -> None:
 @click.option(
     "--max-system-failures",
     type=click.IntRange(min=0),
-    default=3,
+    default=defaults.MAX_NODE_RETRIES_SYSTEM_FAILURES,
     show_default=True,
     help="propeller's max-node-retries-system-failures",
 )

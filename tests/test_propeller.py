@@ -102,16 +102,15 @@ def retryable(error):
     return task_outcome(JobCondition.SUCCEEDED, read_with(error))
 
 
-def test_defaults_match_propeller_config():
-    """config.go defaultConfig: 3 system retries, default-max-attempts 1, ignore-retry-cause false, threshold -1."""
-    config = PropellerConfig()
-    assert (
-        config.max_node_retries_system_failures,
-        config.default_max_attempts,
-        config.ignore_retry_cause,
-        config.interruptible_failure_threshold,
-        config.max_workflow_retries,
-    ) == (3, 1, False, -1, 10)
+def test_default_budgets_system_errors_retry_three_times_and_rounds_ten():
+    """config.go defaultConfig: max-node-retries-system-failures 3 (a SYSTEM error is retried 3 times, whatever
+    the task's `retries`), and max-workflow-retries 10 (the 11th failed round aborts the workflow)."""
+    state, retried = NodeState(), 0
+    while (decision := node_decision(retryable(SYSTEM_RECOVERABLE), retries=0, state=state)).decision is Decision.RETRY:
+        state, retried = decision.next_state, retried + 1
+    assert retried == 3 and decision.code == "RetriesExhausted|" + SYSTEM_RECOVERABLE.code
+    round_failed = task_outcome(JobCondition.SUCCEEDED, ReadResult("earliest", round_error="boom"))
+    assert "[11/10]" in node_decision(round_failed).message
 
 
 def test_no_retries_means_one_attempt():

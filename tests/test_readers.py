@@ -12,7 +12,6 @@ from flyteidl.core import errors_pb2, literals_pb2
 
 from aggregation.documents import error_document_bytes
 from aggregation.readers import (
-    DEFAULT_MAX_PAYLOAD_BYTES,
     RULE_BAD_FORMAT,
     RULE_EARLIEST,
     RULE_EPOCH,
@@ -200,8 +199,15 @@ def test_oversized_file_is_a_round_error_at_head_time():
 
 
 def test_default_payload_limit_is_two_mebibytes():
-    """flytestdlib storage `GetLimitMegabytes` default 2, times 1024*1024 (`getMaxPayloadSize`)."""
-    assert DEFAULT_MAX_PAYLOAD_BYTES == 2 * 1024 * 1024
+    """flytestdlib storage `GetLimitMegabytes` default 2, times 1024*1024 (`getMaxPayloadSize`): a document of
+    exactly 2 MiB is read, one byte more fails the round, for both readers built with their defaults."""
+    limit = 2 * 1024 * 1024
+    size = next(n for n in range(limit - 64, limit) if len(doc(message="x" * n)) == limit)
+    at_limit, over = doc(message="x" * size), doc(message="x" * (size + 1))
+    assert (len(at_limit), len(over)) == (limit, limit + 1)
+    for reader, key in ((EarliestErrorReader(), "error-a.pb"), (DefaultErrorReader(), "error.pb")):
+        assert reader.read(MemoryPrefix([(key, at_limit)])).round_error is None
+        assert "too large" in reader.read(MemoryPrefix([(key, over)])).round_error
 
 
 def test_canonical_name_must_have_a_single_dot():
