@@ -17,6 +17,7 @@ from aggregation import defaults
 from aggregation.explain import Explanation, explain_prefix, rfc3339_nanos
 from aggregation.propeller import NodeState, PropellerConfig
 from aggregation.readers import STRATEGIES
+from aggregation.results import FinalPhase
 from aggregation.storage import StorageError
 
 USAGE_ERROR = 2
@@ -27,7 +28,19 @@ def _fail(message: str) -> None:
     sys.exit(USAGE_ERROR)
 
 
+def _version_message() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("flyte-aggsim")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        ours = "unknown (not installed)"
+    mirrors = ", ".join(f"{name} {v}" for name, v in defaults.MIRRORED_VERSIONS.items())
+    return f"aggsim {ours}\nmodels: {mirrors}"
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(message=_version_message(), package_name="flyte-aggsim")
 def main() -> None:
     """Which failure does Flyte report for a distributed PyTorch job, and does it retry?"""
 
@@ -97,48 +110,75 @@ def explain(
 
 
 def render_explanation(explanation: Explanation, console: Console) -> None:
+    """The candidates as a table, or, when that would not fit the terminal, as a list; text printed literally."""
+    from rich.text import Text
+
+    from aggregation.report import literal
+
     read = explanation.read
-    table = Table(title=f"{explanation.location}  ({read.strategy} strategy)")
-    for column in ("", "file", "timestamp", "code", "kind", "recoverable", "worker"):
-        table.add_column(column, no_wrap=column in ("timestamp", "code"))
+    headers = ("", "file", "timestamp", "code", "kind", "recoverable", "worker")
+    rows = []
     for candidate in read.candidates:
         error = candidate.error
-        mark = "[bold green]won[/bold green]" if candidate.selected else ("[red]bad[/red]" if candidate.problem else "")
+        mark = Text("won", style="bold green") if candidate.selected else Text("bad" if candidate.problem else "")
         if error is None:
-            table.add_row(mark, candidate.path, "-", "-", "-", "-", f"[red]{candidate.problem or ''}[/red]")
+            rows.append((mark, literal(candidate.path), "-", "-", "-", "-", literal(candidate.problem or "", "red")))
         else:
-            table.add_row(
-                mark,
-                candidate.path,
-                rfc3339_nanos(error.timestamp_ns) or "(none: epoch)",
-                error.code,
-                error.kind,
-                "yes" if error.recoverable else "no",
-                error.worker or "-",
+            rows.append(
+                (
+                    mark,
+                    literal(candidate.path),
+                    rfc3339_nanos(error.timestamp_ns) or "(none: epoch)",
+                    literal(error.code),
+                    error.kind,
+                    "yes" if error.recoverable else "no",
+                    literal(error.worker or "-"),
+                )
             )
-    if read.candidates:
+    title = literal(f"{explanation.location}  ({read.strategy} strategy)")
+    widths = [max([len(h)] + [len(str(row[i])) for row in rows]) for i, h in enumerate(headers)]
+    if rows and sum(widths) + 3 * len(widths) + 1 <= console.width:
+        table = Table(title=title)
+        for header in headers:
+            table.add_column(header, no_wrap=True)
+        for row in rows:
+            table.add_row(*row)
         console.print(table)
+    elif rows:  # narrow terminal or a pipe: one block per file, nothing cut
+        console.print(title)
+        for row in rows:
+            console.print(Text.assemble(row[0] or "-", "  ", row[1]))
+            for header, value in zip(headers[2:], row[2:]):
+                console.print(Text.assemble(f"    {header}: ", value))
     else:
-        console.print(f"{explanation.location}: no error files ({read.strategy} strategy)")
+        console.print(literal(f"{explanation.location}: no error files ({read.strategy} strategy)"))
     if read.ignored:
-        console.print(f"not read (the earliest reader keeps only keys ending in .pb): {', '.join(read.ignored)}")
+        console.print(
+            literal(f"not read (the earliest reader keeps only keys ending in .pb): {', '.join(read.ignored)}")
+        )
     if read.round_error:
-        console.print(f"[bold red]round error[/bold red]: {read.round_error}")
+        console.print(Text.assemble(("round error", "bold red"), ": ", literal(read.round_error)))
     else:
-        console.print(f"rule: {read.rule}")
-    console.print(f"task phase: [bold]{explanation.outcome.phase.value}[/bold] ({explanation.outcome.reason})")
+        console.print(literal(f"rule: {read.rule}"))
+    console.print(
+        Text.assemble(
+            "task phase: ", (explanation.outcome.phase.value, "bold"), " (", literal(explanation.outcome.reason), ")"
+        )
+    )
     decision = explanation.decision
-    detail = f" {decision.code} ({decision.kind})" if decision.code else ""
-    console.print(f"node: [bold]{decision.decision.value}[/bold]{detail}")
+    detail = literal(f" {decision.code} ({decision.kind})") if decision.code else ""
+    console.print(Text.assemble("node: ", (decision.decision.value, "bold"), detail))
 
 
 @main.command()
 @click.argument("targets", nargs=-1, required=True, metavar="FILE_OR_PREFIX...")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def validate(targets, as_json) -> None:
+@click.option("--allow-empty", is_flag=True, help="pass when there are no error files (else that fails: exit 1)")
+def validate(targets, as_json, allow_empty) -> None:
     """Lint error files (or every error* key of a prefix) against what correct aggregation needs.
 
-    Exit 0 when every file passes, 1 when any fails, 2 when a path cannot be opened.
+    Exit 0 when every file passes, 1 when any fails or there is none (unless --allow-empty), 2 when a path
+    cannot be opened. A prefix without error files is what upstream's plugin leaves after a preemption.
     """
     reports = []
     for target in targets:
@@ -170,8 +210,8 @@ def validate(targets, as_json) -> None:
             for finding in report.findings:
                 click.echo(f"{report.path}: {finding.check}: {finding.message}")
         if not reports:
-            click.echo("no error files found")
-    sys.exit(0 if all(r.ok for r in reports) else 1)
+            click.echo("no error files found" + ("" if allow_empty else " (pass --allow-empty if that is expected)"))
+    sys.exit(0 if all(r.ok for r in reports) and (reports or allow_empty) else 1)
 
 
 def _validate_target(target: str):
@@ -204,7 +244,12 @@ PLUGIN_CHOICE = click.Choice(["upstream", "seed-pr", "recoverable"])
 @click.option("--aggregation/--no-aggregation", default=None, help="override enable-distributed-error-aggregation")
 @click.option("--json", "as_json", is_flag=True, help="print the aggsim.v1.Execution record as JSON")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="also draw the per-pod timeline to this PNG")
-def simulate(scenario_path, plugin, aggregation, as_json, plot_path) -> None:
+@click.option(
+    "--expect",
+    type=click.Choice([p.value for p in FinalPhase]),
+    help="exit 1 unless the final phase is this one (for CI)",
+)
+def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect) -> None:
     """Simulate a scenario: every attempt's timeline, propeller's read and decision, the final phase."""
     from aggregation.record import execution_to_json
     from aggregation.scenario import ScenarioError, load_scenario
@@ -234,10 +279,13 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path) -> None:
             return
     if as_json:
         click.echo(json.dumps(execution_to_json(execution), indent=2))
-        return
-    from aggregation.report import render_execution
+    else:
+        from aggregation.report import render_execution
 
-    render_execution(execution, Console())
+        render_execution(execution, Console())
+    if expect is not None and execution.final_phase.value != expect:
+        click.echo(f"aggsim: expected final phase {expect}, got {execution.final_phase.value}", err=True)
+        sys.exit(1)
 
 
 @main.command()
@@ -401,10 +449,9 @@ def demo(real: bool) -> None:
 
 
 def _shipped_scenario(name: str) -> str:
-    path = Path(__file__).resolve().parent.parent / "scenarios" / name
-    if not path.exists():
-        _fail(f"scenario {name} not found next to the package ({path}); run from a clone of flyte-aggsim")
-    return str(path)
+    from aggregation.scenario import SHIPPED_SCENARIOS
+
+    return str(SHIPPED_SCENARIOS / name)
 
 
 if __name__ == "__main__":  # pragma: no cover

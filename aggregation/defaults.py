@@ -7,6 +7,14 @@ README's "Timings"), not upstream settings.
 
 from __future__ import annotations
 
+#: the upstream releases whose behaviour the model mirrors (`aggsim --version` prints them)
+MIRRORED_VERSIONS = {
+    "flyte (propeller, flyteplugins)": "v1.16.8",
+    "flytekit": "1.16.31",
+    "torch": "2.13",
+    "kubeflow training-operator": "v1.8.0",
+}
+
 # --- propeller (flyteorg/flyte v1.16.8 flytepropeller/pkg/controller/config/config.go defaultConfig) -------------
 MAX_NODE_RETRIES_SYSTEM_FAILURES = 3  # NodeConfig.MaxNodeRetriesOnSystemFailures
 DEFAULT_MAX_ATTEMPTS = 1  # NodeConfig.DefaultMaxAttempts

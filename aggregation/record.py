@@ -16,9 +16,14 @@ from aggregation.scenario import PLUGIN_VARIANTS
 from aggregation.timeline import Event
 
 
+def _ns(seconds: float) -> float:
+    """Seconds rounded to the nanosecond: 30.63, not 30.630000000000003."""
+    return round(seconds, 9)
+
+
 def _timeline_entry(item: pb.AttemptRecord, event: Event) -> None:
     entry = item.timeline.add(
-        at_seconds=event.at,
+        at_seconds=_ns(event.at),
         pod=event.pod,
         what=event.describe(),
         kind=event.what.value,
@@ -31,7 +36,7 @@ def _timeline_entry(item: pb.AttemptRecord, event: Event) -> None:
     if event.recoverable is not None:
         entry.recoverable = event.recoverable
     if event.stamp is not None:
-        entry.stamp_seconds = event.stamp
+        entry.stamp_seconds = _ns(event.stamp)
     if event.exit_code is not None:
         entry.exit_code = event.exit_code
 
@@ -44,8 +49,8 @@ def _attempt(record: pb.Execution, attempt: AttemptResult) -> None:
     item = record.attempts.add(
         attempt=attempt.attempt,
         job_condition=attempt.job_condition,
-        job_terminal_at=attempt.job_terminal_at or 0.0,
-        observed_at=attempt.observed_at or 0.0,
+        job_terminal_at=_ns(attempt.job_terminal_at or 0.0),
+        observed_at=_ns(attempt.observed_at or 0.0),
         task_phase=attempt.outcome.phase.value,
         decision=attempt.decision.decision.value,
         node_code=attempt.decision.code or "",
@@ -57,7 +62,7 @@ def _attempt(record: pb.Execution, attempt: AttemptResult) -> None:
     for event in attempt.timeline:
         _timeline_entry(item, event)
     for pod, (code, exited_at) in attempt.exits.items():
-        item.pods.add(pod=pod, exit_code=code, exited_at=exited_at)
+        item.pods.add(pod=pod, exit_code=code, exited_at=_ns(exited_at))
     read = attempt.read
     if read is not None:
         item.rule = read.rule
@@ -68,7 +73,7 @@ def _attempt(record: pb.Execution, attempt: AttemptResult) -> None:
     seen = {id(u) for u in attempt.seen}
     for upload in attempt.uploads:
         file = item.files.add(
-            name=upload.name, pod=upload.pod, uploaded_at=upload.at, seen_by_propeller=id(upload) in seen
+            name=upload.name, pod=upload.pod, uploaded_at=_ns(upload.at), seen_by_propeller=id(upload) in seen
         )
         if upload.content is not None:
             document = _parse(upload.content)

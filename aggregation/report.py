@@ -6,10 +6,19 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from aggregation.explore import OUTCOMES, SweepResult, shown_outcomes
 from aggregation.results import AttemptResult, Execution
 from aggregation.timeline import What
+
+_CONTROL = {code: f"\\x{code:02x}" for code in list(range(0x20)) + [0x7F]}
+
+
+def literal(value: str, style: str = "") -> Text:
+    """Text from a document, a path or a scenario, shown as written: no markup, control characters escaped."""
+    return Text(str(value).translate(_CONTROL), style=style)
+
 
 PHASE_STYLE = {
     "SUCCEEDED": "green",

@@ -173,7 +173,28 @@ def parse_scenario_source(text: str, path: str = "<scenario>") -> ScenarioSource
     return ScenarioSource(message, text, path)
 
 
+#: the scenarios shipped with the package (`aggsim simulate preemption_during_training`)
+SHIPPED_SCENARIOS = Path(__file__).resolve().parent / "scenarios"
+
+
+def shipped_scenario_names() -> list[str]:
+    return sorted(p.stem for p in SHIPPED_SCENARIOS.glob("*.textproto"))
+
+
+def resolve_scenario_path(path: str) -> str:
+    """A scenario file's path: `path` itself if it exists, else the shipped scenario of that name."""
+    if Path(path).exists() or "/" in path:
+        return path
+    shipped = SHIPPED_SCENARIOS / (path if path.endswith(".textproto") else f"{path}.textproto")
+    if shipped.is_file():
+        return str(shipped)
+    raise ScenarioError(
+        f"{path}: no such file, and no shipped scenario of that name (shipped: {', '.join(shipped_scenario_names())})"
+    )
+
+
 def read_scenario(path: str) -> ScenarioSource:
+    path = resolve_scenario_path(path)
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as e:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import AGGSIM, T0  # noqa: E402
+from conftest import AGGSIM, SCENARIOS, T0  # noqa: E402
 from flyteidl.core import errors_pb2, literals_pb2
 
 from aggregation.cli import main
@@ -255,3 +256,69 @@ def test_validate_passes_what_the_plugin_writes_and_flags_each_problem(prefix):
     text = run("validate", str(prefix.path)).output.splitlines()
     assert any(line.endswith("error-a.pb: ok") for line in text)
     assert all(": " in line for line in text)
+
+
+def test_version_names_ours_and_the_upstream_releases_it_models():
+    result = subprocess.run([AGGSIM, "--version"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0
+    for text in ("aggsim 0.", "v1.16.8", "flytekit 1.16.31", "torch 2.13", "training-operator v1.8.0"):
+        assert text in result.stdout
+
+
+def test_validate_fails_on_a_prefix_without_error_files_unless_allowed(tmp_path):
+    """An empty prefix is exactly what upstream's plugin leaves after a preemption: in CI that must not pass."""
+    (tmp_path / "outputs.pb").write_bytes(b"")
+    empty = run("validate", str(tmp_path))
+    assert empty.exit_code == 1 and "no error files found" in empty.output
+    assert run("validate", str(tmp_path), "--allow-empty").exit_code == 0
+
+
+def test_simulate_expect_exits_1_when_the_verdict_differs():
+    path = str(SCENARIOS / "preemption_during_training.textproto")
+    assert run("simulate", path, "--plugin", "upstream", "--expect", "SUCCEEDED_SILENTLY").exit_code == 0
+    wrong = run("simulate", path, "--plugin", "upstream", "--expect", "RETRIED_THEN_SUCCEEDED")
+    assert (
+        wrong.exit_code == 1 and "expected final phase RETRIED_THEN_SUCCEEDED, got SUCCEEDED_SILENTLY" in wrong.output
+    )
+
+
+def test_shipped_scenarios_are_addressed_by_name_from_anywhere(tmp_path):
+    by_name = subprocess.run(
+        [AGGSIM, "simulate", "preemption_during_training", "--json"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert by_name.returncode == 0, by_name.stderr
+    assert json.loads(by_name.stdout)["scenario"] == "preemption_during_training"
+    unknown = subprocess.run([AGGSIM, "simulate", "no_such_scenario"], capture_output=True, text=True, cwd=tmp_path)
+    assert unknown.returncode == 2
+    assert "no shipped scenario of that name" in unknown.stderr and "preemption_during_training" in unknown.stderr
+
+
+def test_json_times_are_rounded_to_the_nanosecond():
+    out = run("simulate", str(SCENARIOS / "preemption_during_training.textproto"), "--json").output
+    times = [float(t) for t in re.findall(r'"(?:at_seconds|uploaded_at|exited_at|observed_at)": ([0-9.e+-]+)', out)]
+    assert times and all(t == round(t, 9) and len(repr(t).split(".")[-1]) <= 9 for t in times)
+
+
+@pytest.mark.parametrize("columns", ["80", "200"])
+def test_explain_shows_every_file_code_and_worker_in_full_at_any_width(tmp_path, columns):
+    """In an 80-column terminal or a CI log the columns that say which file won must not be cut."""
+    long_worker = "train-worker-with-a-rather-long-name-0"
+    (tmp_path / "error-3f1c2a9e5b7d4c6a8e0f1b2c3d4e5f60.pb").write_bytes(
+        error_document_bytes(code="USER:Recoverable", recoverable=True, timestamp_ns=T0, worker=long_worker)
+    )
+    (tmp_path / "error-a07e9d1c3b5f4e2a8c6d0b1a2f3e4d5c.pb").write_bytes(
+        error_document_bytes(code="USER:[red]Boom\x1b[2J", timestamp_ns=T0 + 5, worker="w1")
+    )
+    env = {**os.environ, "COLUMNS": columns}
+    result = subprocess.run([AGGSIM, "explain", str(tmp_path)], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    for text in (
+        "error-3f1c2a9e5b7d4c6a8e0f1b2c3d4e5f60.pb",
+        "error-a07e9d1c3b5f4e2a8c6d0b1a2f3e4d5c.pb",
+        long_worker,
+        "USER:Recoverable",
+        "USER:[red]Boom\\x1b[2J",
+        "2026-11-30T",
+    ):
+        assert text in result.stdout, (columns, text)
+    assert "…" not in result.stdout and "\x1b" not in result.stdout
