@@ -6,8 +6,7 @@ an event becomes a sentence for people.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from aggregation.kinds import NamedEnum
 
@@ -33,8 +32,9 @@ class What(NamedEnum):
     STILL_RUNNING = "still_running"  # a real pod still running when the run stops watching: reaped
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(NamedTuple):
+    """A typed, immutable record (a NamedTuple: a simulation makes tens of them per attempt)."""
+
     at: float
     actor: str  # a pod's name, "operator", "kubelet", "propeller" or "job"
     what: What

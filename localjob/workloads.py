@@ -138,7 +138,11 @@ def train() -> None:
             checkpoints_written = control["checkpoints"]
             _save_step(step)
             record_event(f"checkpoint-{checkpoints_written}", rank)
-        if control.get("finish") or time.time() >= deadline:
+        # Leave together: a rank that stopped on its own would break its peers' next all_reduce, and they
+        # would fail with "Connection closed by peer" although training completed (seen under CPU load).
+        finish = torch.tensor([1 if control.get("finish") or time.time() >= deadline else 0])
+        dist.all_reduce(finish, op=dist.ReduceOp.MAX)
+        if finish.item():
             break
         optimizer.zero_grad()
         loss = torch.nn.functional.mse_loss(model(inputs), targets)

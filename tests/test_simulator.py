@@ -346,3 +346,17 @@ def test_a_node_leaving_the_first_rendezvous_strands_its_peers():
     timeline = simulate(spec).attempts[0].timeline
     assert [e.pod for e in timeline if e.what is What.WAITS_IN_RENDEZVOUS] == ["a"]
     assert not any(e.what is What.RENDEZVOUS_DONE for e in timeline)
+
+
+def test_a_job_that_never_ends_is_still_running_not_an_invented_failure():
+    """The operator sets no condition while every pod runs (`UpdateJobStatus`), so propeller keeps waiting:
+    training 'completes' while the pods are still in their first rendezvous, and nothing else happens."""
+    spec = parse_scenario(
+        'plugin: RECOVERABLE job { pods: "a" pods: "b" } task { retries: 2 training_seconds: 60 } '
+        "timings { rendezvous_seconds: 5 } attempts { events { at_seconds: 1 completion {} } }"
+    )
+    execution = simulate(spec)
+    [attempt] = execution.attempts
+    assert execution.final_phase.value == "STILL_RUNNING"
+    assert attempt.job_condition == "Running" and attempt.decision.decision.value == "WAIT"
+    assert not any(e.what is What.JOB_TERMINAL for e in attempt.timeline) and attempt.exits == {}
