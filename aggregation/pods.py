@@ -17,9 +17,13 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional
 
-from aggregation.documents import error_document_bytes
+from flyteidl.core import errors_pb2
+from google.protobuf.message import DecodeError
+
+from aggregation.documents import error_document
 from aggregation.engine import Clock, Scheduled
 from aggregation.plugin_variants import PodPlugin, plugin_for
+from aggregation.readers import parse_document
 from aggregation.scenario import PodTiming, ScenarioSpec
 from aggregation.storage import MemoryPrefix
 from aggregation.timeline import Event, What
@@ -56,6 +60,28 @@ class ErrorRecord:
     message: str
     genuine: bool = False  # a scenario-injected worker error, not a consequence of another pod's death
 
+    def document(self) -> errors_pb2.ErrorDocument:
+        """The ErrorDocument flytekit's entrypoint writes for this error."""
+        return error_document(
+            code=self.code,
+            message=self.message,
+            recoverable=self.recoverable,
+            origin="USER",
+            timestamp_ns=round(self.timestamp * 1e9),
+            worker=self.worker,
+        )
+
+    @classmethod
+    def from_container_error(cls, error: errors_pb2.ContainerError) -> "ErrorRecord":
+        """What a real pod wrote, read back (its stamp in epoch seconds)."""
+        return cls(
+            error.code,
+            error.kind == errors_pb2.ContainerError.RECOVERABLE,
+            error.timestamp.seconds + error.timestamp.nanos / 1e9,
+            error.worker,
+            error.message,
+        )
+
 
 @dataclass(frozen=True)
 class Upload:
@@ -71,17 +97,22 @@ class Upload:
         """The object's bytes, as propeller reads them."""
         if self.content is not None:
             return self.content
-        if self.error is None:
-            return b""
-        e = self.error
-        return error_document_bytes(
-            code=e.code,
-            message=e.message,
-            recoverable=e.recoverable,
-            origin="USER",
-            timestamp_ns=round(e.timestamp * 1e9),
-            worker=e.worker,
-        )
+        return b"" if self.error is None else self.error.document().SerializeToString()
+
+    def container_error(self) -> Optional[errors_pb2.ContainerError]:
+        """The ContainerError the file holds (None for outputs.pb, or bytes that are no ErrorDocument with one)."""
+        if self.content is None:
+            return None if self.error is None else self.error.document().error
+        return read_container_error(self.content)
+
+
+def read_container_error(content: bytes) -> Optional[errors_pb2.ContainerError]:
+    """The ContainerError in a file's bytes, or None when they hold no ErrorDocument with an `error`."""
+    try:
+        document = parse_document(content)
+    except DecodeError:
+        return None
+    return document.error if document.HasField("error") else None
 
 
 def error_file_name(aggregation: bool, seed: int, attempt: int, pod: str) -> str:

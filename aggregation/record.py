@@ -9,7 +9,6 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from aggregation.documents import error_document
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.results import AttemptResult, Execution
 from aggregation.scenario import PLUGIN_VARIANTS
@@ -75,34 +74,9 @@ def _attempt(record: pb.Execution, attempt: AttemptResult) -> None:
         file = item.files.add(
             name=upload.name, pod=upload.pod, uploaded_at=_ns(upload.at), seen_by_propeller=id(upload) in seen
         )
-        if upload.content is not None:
-            document = _parse(upload.content)
-            if document is not None and document.HasField("error"):
-                file.error.CopyFrom(document.error)
-        elif upload.error is not None:
-            e = upload.error
-            file.error.CopyFrom(
-                error_document(
-                    code=e.code,
-                    message=e.message,
-                    recoverable=e.recoverable,
-                    origin="USER",
-                    timestamp_ns=round(e.timestamp * 1e9),
-                    worker=e.worker,
-                ).error
-            )
-
-
-def _parse(content: bytes):
-    from flyteidl.core import errors_pb2
-    from google.protobuf.message import DecodeError
-
-    document = errors_pb2.ErrorDocument()
-    try:
-        document.ParseFromString(content)
-    except DecodeError:
-        return None
-    return document
+        error = upload.container_error()
+        if error is not None:
+            file.error.CopyFrom(error)
 
 
 def execution_to_proto(execution: Execution) -> pb.Execution:

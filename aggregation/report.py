@@ -29,8 +29,12 @@ PHASE_STYLE = {
 }
 
 
+def timeline_line(at: float, pod: str, what: str) -> str:
+    return f"{at:9.3f}  {pod:<16} {what}"
+
+
 def timeline_lines(attempt: AttemptResult) -> list[str]:
-    return [f"{e.at:9.3f}  {e.pod:<16} {e.describe()}" for e in attempt.timeline]
+    return [timeline_line(e.at, e.pod, e.describe()) for e in attempt.timeline]
 
 
 def render_execution(execution: Execution, console: Console) -> None:
@@ -79,7 +83,7 @@ KEY_EVENTS = (What.SIGTERM, What.UPLOAD, What.JOB_TERMINAL, What.OBSERVES, What.
 def _counterexample(assignment, execution: Execution) -> str:
     settings = ", ".join(f"{name}={value}" for name, value in assignment)
     first = execution.attempts[0]
-    key_lines = [f"{e.at:9.3f}  {e.pod:<16} {e.describe()}" for e in first.timeline if e.what in KEY_EVENTS]
+    key_lines = [timeline_line(e.at, e.pod, e.describe()) for e in first.timeline if e.what in KEY_EVENTS]
     return settings + "\n" + "\n".join(key_lines)
 
 
@@ -153,7 +157,7 @@ def render_record_timeline(record, console: Console, label: str) -> None:
             f"{' (resumes from ' + attempt.resumed_from_checkpoint + ')' if attempt.resumed_from_checkpoint else ''}"
         )
         for entry in attempt.timeline:
-            console.print(f"{entry.at_seconds:9.3f}  {entry.pod:<16} {entry.what}", highlight=False, markup=False)
+            console.print(timeline_line(entry.at_seconds, entry.pod, entry.what), highlight=False, markup=False)
         won = f", {attempt.winning_file} wins ({attempt.rule})" if attempt.winning_file else ""
         console.print(
             f"propeller: job {attempt.job_condition}{won} -> task {attempt.task_phase} -> node {attempt.decision}"

@@ -21,11 +21,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from flyteidl.core import errors_pb2
-from google.protobuf.message import DecodeError
-
 from aggregation.engine import WallClock
-from aggregation.pods import ErrorRecord, Upload
+from aggregation.pods import ErrorRecord, Upload, read_container_error
 from aggregation.scenario import ScenarioSpec
 from aggregation.storage import open_prefix
 from aggregation.timeline import Event, What
@@ -94,24 +91,6 @@ class UploadWatcher(threading.Thread):
         self._stop_event.set()
         self.join(timeout=2)
         self.poll()
-
-
-def _error_record(content: bytes) -> Optional[ErrorRecord]:
-    document = errors_pb2.ErrorDocument()
-    try:
-        document.ParseFromString(content)
-    except DecodeError:
-        return None
-    if not document.HasField("error"):
-        return None
-    e = document.error
-    return ErrorRecord(
-        e.code,
-        e.kind == errors_pb2.ContainerError.RECOVERABLE,
-        e.timestamp.seconds + e.timestamp.nanos / 1e9,
-        e.worker,
-        e.message,
-    )
 
 
 class RealPods:
@@ -281,7 +260,8 @@ class RealPods:
         found = self.watcher.take(self.taken)
         self.taken += len(found)
         for file_name, mtime, seen_at, content in found:
-            error = _error_record(content)
+            container = read_container_error(content)
+            error = ErrorRecord.from_container_error(container) if container is not None else None
             pod = error.worker if error is not None else ""
             upload = Upload(file_name, pod, to_scenario(seen_at), error, content)
             self.upload_keys[id(upload)] = (file_name, mtime)
