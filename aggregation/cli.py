@@ -307,18 +307,40 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect) -> 
 @click.option("--seed", type=int, default=0, show_default=True, help="sampling seed")
 @click.option("--plugin", "plugins", type=PLUGIN_CHOICE, multiple=True, help="plugin variants (default: all three)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def sweep(scenario_path, varies, samples, seed, plugins, as_json) -> None:
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False),
+    help="also write one row per case (assignment x plugin x aggregation) with its outcome: .csv or .jsonl",
+)
+def sweep(scenario_path, varies, samples, seed, plugins, as_json, out_path) -> None:
     """Explore the race: outcome distribution per plugin variant x aggregation flag, with counterexamples."""
+    import contextlib
+
+    from aggregation.caselog import CaseLog, CaseLogError
     from aggregation.explore import default_variations, parse_variation
     from aggregation.explore import sweep as run_sweep
-    from aggregation.report import render_sweep, sweep_to_json
+    from aggregation.report import ProgressBar, render_sweep, sweep_to_json
     from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError, read_scenario
 
     try:
         source = read_scenario(scenario_path)
         variations = [parse_variation(v) for v in varies] or default_variations(source)
-        result = run_sweep(source, variations, samples, seed, plugins or tuple(PLUGIN_VARIANTS))
-    except ScenarioError as e:
+        with contextlib.ExitStack() as stack:
+            log = stack.enter_context(CaseLog(out_path, [v.field for v in variations])) if out_path else None
+            bar = stack.enter_context(ProgressBar("sweeping", enabled=sys.stderr.isatty() and not as_json))
+            result = run_sweep(
+                source,
+                variations,
+                samples,
+                seed,
+                plugins or tuple(PLUGIN_VARIANTS),
+                on_case=(lambda a, cell, ex, outcome: log.write(a, cell.plugin, cell.aggregation, ex, outcome))
+                if log
+                else None,
+                progress=bar,
+            )
+    except (ScenarioError, CaseLogError) as e:
         _fail(str(e))
         return
     if as_json:
@@ -432,7 +454,7 @@ def demo(real: bool) -> None:
             title="After a sibling's genuine error and the cleanup: how often the genuine error is masked",
         )
         console.print(
-            "\nCounterexample timelines: aggsim sweep scenarios/<name>.textproto. "
+            "\nCounterexample timelines: aggsim sweep <scenario name>, e.g. aggsim sweep preemption_during_training. "
             "The real pods, upstream plugin vs this one: aggsim demo --real."
         )
         return

@@ -15,7 +15,7 @@ import random
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Optional, Sequence
 
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError, ScenarioSource
@@ -184,11 +184,18 @@ def sweep(
     seed: int = 0,
     plugins: Sequence[str] = tuple(PLUGIN_VARIANTS),
     flags: Sequence[bool] = (True, False),
+    on_case: Optional[Callable[[tuple, Cell, Execution, str], None]] = None,
+    progress: Optional[Callable[[int, int], None]] = None,
 ) -> SweepResult:
+    """Simulate every planned assignment under every plugin x flag cell.
+
+    `on_case(assignment, cell, execution, outcome)` sees each simulation as it finishes (for `--out`);
+    `progress(done, total)` is told after each assignment.
+    """
     source.spec(plugin_override=plugins[0])  # the scenario as written must be valid, whatever we vary
     plan, exhaustive = assignments(variations, samples, seed)
     cells = [Cell(plugin, flag) for plugin in plugins for flag in flags]
-    for values in plan:
+    for done, values in enumerate(plan, 1):
         message = pb.Scenario()
         message.CopyFrom(source.message)
         for variation, value in zip(variations, values):
@@ -202,4 +209,8 @@ def sweep(
             cell.total += 1
             cell.masked += execution.masked_genuine_error
             cell.counterexamples.setdefault(outcome, (assignment, execution))
+            if on_case is not None:
+                on_case(assignment, cell, execution, outcome)
+        if progress is not None:
+            progress(done, len(plan))
     return SweepResult(tuple(variations), len(plan), exhaustive, tuple(cells))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import textwrap
+from typing import Any, Sequence, Union
 
 from rich.console import Console
 from rich.table import Table
@@ -18,6 +19,12 @@ _CONTROL = {code: f"\\x{code:02x}" for code in list(range(0x20)) + [0x7F]}
 def literal(value: str, style: str = "") -> Text:
     """Text from a document, a path or a scenario, shown as written: no markup, control characters escaped."""
     return Text(str(value).translate(_CONTROL), style=style)
+
+
+def fits(console: Console, columns: Sequence[Sequence[Union[str, Text]]]) -> bool:
+    """Whether a boxed table with these columns (header first) fits the console without breaking any line."""
+    widths = [max(len(line) for cell in column for line in str(cell).split("\n")) for column in columns]
+    return sum(widths) + 3 * len(widths) + 1 <= console.width
 
 
 PHASE_STYLE = {
@@ -37,12 +44,61 @@ def timeline_lines(attempt: AttemptResult) -> list[str]:
     return [timeline_line(e.at, e.pod, e.describe()) for e in attempt.timeline]
 
 
+def print_timeline(console: Console, rows: Sequence[tuple[float, str, str]]) -> None:
+    """(time, pod, what) rows; a long description wraps under its own column, and no word is ever cut.
+
+    A word wider than that column (a long file name) stays whole on its line; the terminal wraps it.
+    """
+    if not rows:
+        return
+    pod_width = max(16, max(len(pod) for _, pod, _ in rows))
+    indent = " " * (9 + 2 + pod_width + 1)
+    room = max(20, console.width - len(indent))
+    for at, pod, what in rows:
+        lines = textwrap.wrap(str(what), room, break_long_words=False, break_on_hyphens=False) or [""]
+        console.print(literal(f"{at:9.3f}  {pod:<{pod_width}} {lines[0]}"), highlight=False, soft_wrap=True)
+        for line in lines[1:]:
+            console.print(literal(indent + line), highlight=False, soft_wrap=True)
+
+
+def verdict_lines(attempt: AttemptResult) -> list[Text]:
+    """What propeller made of an attempt: the file that won (or why none did), then the task and node decision."""
+    read = attempt.read
+    if read is not None and read.selected is not None:
+        error = read.selected.error
+        recoverable = "recoverable" if error.recoverable else "not recoverable"
+        won = Text.assemble(
+            "propeller: ",
+            literal(read.selected.path, "bold"),
+            literal(f" wins ({read.rule}): {error.code}, {recoverable}, worker {error.worker or '-'}"),
+        )
+    elif read is not None:
+        won = literal(f"propeller: {read.rule}")
+    elif attempt.job_condition == "Running":
+        won = Text("propeller: the job never ends, nothing is read")
+    else:
+        won = Text("propeller: job Failed, no error file is read (DownstreamSystemError, USER, retryable)")
+    decision = attempt.decision
+    code = literal(" " + decision.code) if decision.code else ""
+    return [won, Text.assemble(f"task {attempt.outcome.phase.value} -> node ", (decision.decision.value, "bold"), code)]
+
+
+def final_line(execution: Execution) -> Text:
+    phase = execution.final_phase.value
+    code = literal(f" ({execution.final_code})") if execution.final_code else ""
+    return Text.assemble("final: ", (phase, PHASE_STYLE[phase]), f" after {len(execution.attempts)} attempt(s)", code)
+
+
 def render_execution(execution: Execution, console: Console) -> None:
     spec = execution.scenario
+    aggregation = "on (earliest)" if spec.error_aggregation else "off (error.pb, last writer wins)"
     console.print(
-        f"[bold]{spec.name}[/bold]  plugin [bold]{spec.plugin}[/bold], "
-        f"error aggregation {'on (earliest)' if spec.error_aggregation else 'off (error.pb, last writer wins)'}, "
-        f"retries {spec.retries}"
+        Text.assemble(
+            literal(spec.name, "bold"),
+            "  plugin ",
+            (str(spec.plugin), "bold"),
+            f", error aggregation {aggregation}, retries {spec.retries}",
+        )
     )
     for attempt in execution.attempts:
         resumed = (
@@ -51,40 +107,30 @@ def render_execution(execution: Execution, console: Console) -> None:
             else "starts from scratch"
         )
         console.rule(f"attempt {attempt.attempt} ({resumed})")
-        for line in timeline_lines(attempt):
-            console.print(line, highlight=False, markup=False)
-        read = attempt.read
-        if read is not None and read.selected is not None:
-            error = read.selected.error
-            console.print(
-                f"propeller: [bold]{read.selected.path}[/bold] wins ({read.rule}): {error.code}, "
-                f"{'recoverable' if error.recoverable else 'not recoverable'}, worker {error.worker or '-'}"
-            )
-        elif read is not None:
-            console.print(f"propeller: {read.rule}")
-        else:
-            console.print("propeller: job Failed, no error file is read (DownstreamSystemError, USER, retryable)")
-        decision = attempt.decision
-        console.print(
-            f"task {attempt.outcome.phase.value} -> node [bold]{decision.decision.value}[/bold]"
-            f"{' ' + decision.code if decision.code else ''}"
-        )
-    style = PHASE_STYLE[execution.final_phase.value]
+        print_timeline(console, [(e.at, e.pod, e.describe()) for e in attempt.timeline])
+        for line in verdict_lines(attempt):
+            console.print(line, highlight=False)
     console.rule()
-    console.print(
-        f"final: [{style}]{execution.final_phase.value}[/{style}] after {len(execution.attempts)} attempt(s)"
-        f"{' (' + execution.final_code + ')' if execution.final_code else ''}"
-    )
+    console.print(final_line(execution), highlight=False)
 
 
 KEY_EVENTS = (What.SIGTERM, What.UPLOAD, What.JOB_TERMINAL, What.OBSERVES, What.SIGKILL, What.WORKER_FAILED)
 
 
-def _counterexample(assignment, execution: Execution) -> str:
-    settings = ", ".join(f"{name}={value}" for name, value in assignment)
-    first = execution.attempts[0]
-    key_lines = [timeline_line(e.at, e.pod, e.describe()) for e in first.timeline if e.what in KEY_EVENTS]
-    return settings + "\n" + "\n".join(key_lines)
+def print_counterexample(console: Console, assignment, execution: Execution) -> None:
+    """The assignment, each attempt's key events, and what propeller read and decided: the case in full."""
+    console.print(literal(", ".join(f"{name}={value}" for name, value in assignment)), highlight=False)
+    for attempt in execution.attempts:
+        if len(execution.attempts) > 1:
+            console.print(f"attempt {attempt.attempt}:")
+        print_timeline(console, [(e.at, e.pod, e.describe()) for e in attempt.timeline if e.what in KEY_EVENTS])
+        for line in verdict_lines(attempt):
+            console.print(line, highlight=False)
+    console.print(final_line(execution), highlight=False)
+
+
+def _outcome_label(outcome: str) -> str:
+    return outcome.replace("_", " ").lower()
 
 
 def render_sweep(
@@ -93,23 +139,40 @@ def render_sweep(
     counterexamples: bool = True,
     title: str = "Outcomes per plugin and error aggregation",
 ) -> None:
+    """A table when it fits the console unbroken; else one block per plugin x aggregation cell."""
     how = "every combination" if result.exhaustive else "a seeded sample"
-    console.print(f"{result.assignments} assignments ({how}) of: " + ", ".join(v.field for v in result.variations))
-    table = Table(title=title, show_lines=True)
-    table.add_column("plugin", no_wrap=True)
-    table.add_column("aggre-\ngation", no_wrap=True)
+    console.print(
+        literal(f"{result.assignments} assignments ({how}) of: " + ", ".join(v.field for v in result.variations))
+    )
     outcomes = shown_outcomes(result)
-    for outcome in outcomes:
-        table.add_column(outcome.replace("_", " ").lower(), justify="right")
-    table.add_column("genuine error masked", justify="right")
-    for cell in result.cells:
-        table.add_row(
+    headers = ["plugin", "aggre-\ngation", *(_outcome_label(o) for o in outcomes), "genuine error masked"]
+    rows = [
+        [
             cell.plugin,
             "on" if cell.aggregation else "off",
             *(f"{cell.counts[o]} ({cell.share(o):.0%})" for o in outcomes),
             f"{cell.masked} ({cell.masked / cell.total:.0%})" if cell.total else "0",
-        )
-    console.print(table)
+        ]
+        for cell in result.cells
+    ]
+    columns = [[h, *(row[i] for row in rows)] for i, h in enumerate(headers)]
+    if fits(console, columns):
+        table = Table(title=literal(title), show_lines=True)
+        for i, header in enumerate(headers):
+            table.add_column(header, no_wrap=True, justify="left" if i < 2 else "right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    else:  # narrow terminal or a pipe: one block per cell, nothing cut
+        console.print(literal(title, "bold"))
+        label_width = max(len(h) for h in headers[2:])
+        count_width = len(str(result.assignments))
+        for cell in result.cells:
+            console.print(f"{cell.plugin}, aggregation {'on' if cell.aggregation else 'off'}:")
+            counts = [(cell.counts[o], cell.share(o)) for o in outcomes]
+            masked = (cell.masked, cell.masked / cell.total if cell.total else 0.0)
+            for header, (count, share) in zip(headers[2:], counts + [masked]):
+                console.print(f"  {header:<{label_width}}  {count:>{count_width}} ({share:>4.0%})", highlight=False)
     if not counterexamples:
         return
     for cell in result.cells:
@@ -118,9 +181,22 @@ def render_sweep(
                 assignment, execution = cell.counterexamples[outcome]
                 console.print(
                     f"\n[bold]{cell.plugin}, aggregation {'on' if cell.aggregation else 'off'}: "
-                    f"first case of {outcome}[/bold]"
+                    f"first case of {_outcome_label(outcome)}[/bold]"
                 )
-                console.print(_counterexample(assignment, execution), highlight=False, markup=False)
+                print_counterexample(console, assignment, execution)
+
+
+def _attempt_verdict(attempt: AttemptResult) -> dict[str, Any]:
+    read = attempt.read
+    return {
+        "attempt": attempt.attempt,
+        "job_condition": attempt.job_condition,
+        "winning_file": read.selected.path if read is not None and read.selected is not None else None,
+        "rule": read.rule if read is not None else None,
+        "task_phase": attempt.outcome.phase.value,
+        "decision": attempt.decision.decision.value,
+        "node_code": attempt.decision.code,
+    }
 
 
 def sweep_to_json(result: SweepResult) -> dict[str, Any]:
@@ -139,7 +215,9 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
                     outcome: {
                         "assignment": {name: value for name, value in assignment},
                         "timeline": timeline_lines(execution.attempts[0]),
+                        "attempts": [_attempt_verdict(a) for a in execution.attempts],
                         "final_phase": execution.final_phase.value,
+                        "final_code": execution.final_code,
                     }
                     for outcome, (assignment, execution) in cell.counterexamples.items()
                 },
@@ -156,10 +234,51 @@ def render_record_timeline(record, console: Console, label: str) -> None:
             f"{label}: attempt {attempt.attempt}"
             f"{' (resumes from ' + attempt.resumed_from_checkpoint + ')' if attempt.resumed_from_checkpoint else ''}"
         )
-        for entry in attempt.timeline:
-            console.print(timeline_line(entry.at_seconds, entry.pod, entry.what), highlight=False, markup=False)
+        print_timeline(console, [(entry.at_seconds, entry.pod, entry.what) for entry in attempt.timeline])
         won = f", {attempt.winning_file} wins ({attempt.rule})" if attempt.winning_file else ""
         console.print(
             f"propeller: job {attempt.job_condition}{won} -> task {attempt.task_phase} -> node {attempt.decision}"
             f"{' ' + attempt.node_code if attempt.node_code else ''}"
         )
+
+
+class ProgressBar:
+    """A progress bar on stderr for long sweeps: only on a terminal, and only once a second has passed."""
+
+    def __init__(self, description: str, enabled: bool, delay: float = 1.0):
+        import time
+
+        self._clock = time.monotonic
+        self._started = self._clock()
+        self._delay = delay
+        self._description = description
+        self._enabled = enabled
+        self._progress = None
+        self._task = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self._enabled:
+            return
+        if self._progress is None:
+            if self._clock() - self._started < self._delay or done >= total:
+                return
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._progress = Progress(
+                TextColumn("{task.description}", markup=False),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task(self._description, total=total)
+        self._progress.update(self._task, completed=done)
+
+    def __enter__(self) -> "ProgressBar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._progress is not None:
+            self._progress.stop()

@@ -18,9 +18,11 @@ from typing import Optional
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from aggregation.explain import Explanation, explain_prefix, rfc3339_nanos
 from aggregation.propeller import JobCondition
+from aggregation.report import fits, literal
 from localjob.pod import LocalPod, PodSpec
 from localjob.workloads import task_name
 
@@ -63,48 +65,71 @@ def preempt_one_pod(variant: str, work_dir: Path) -> PreemptedRun:
     return PreemptedRun(variant, code, sent, exited_after, files, explain_prefix(str(prefix), retries=RETRIES))
 
 
-def _error_summary(run: PreemptedRun) -> str:
+def _error_summary(run: PreemptedRun) -> Text:
     error = run.explanation.error
     if error is None:
-        return "none"
+        return Text("none")
     delta = (error.timestamp_ns / 1e9 - run.signal_sent_at) if error.timestamp_ns is not None else None
     stamp = rfc3339_nanos(error.timestamp_ns)
     when = f"{stamp}\n({delta:+.3f} s from the SIGTERM)" if delta is not None else "no timestamp"
-    return (
+    return literal(
         f"{error.code}\nkind {error.kind}, {'recoverable' if error.recoverable else 'NOT recoverable'}\n"
         f"worker {error.worker or '-'}\n{when}"
     )
 
 
-def _verdict(run: PreemptedRun) -> str:
+def _verdict(run: PreemptedRun) -> Text:
     decision = run.explanation.decision.decision.value
     phase = run.explanation.outcome.phase.value
     if decision == "SUCCEED":
-        return f"[bold red]{phase} -> node SUCCEEDS[/bold red] silently: no outputs, no checkpoint, retries never fire"
+        return Text.assemble(
+            (f"{phase} -> node SUCCEEDS", "bold red"), " silently: no outputs, no checkpoint, retries never fire"
+        )
     if decision == "RETRY":
-        return f"[bold green]{phase} -> node RETRIES[/bold green]: attempt 2 resumes from attempt 1's checkpoint"
-    return f"{phase} -> node {decision} ({run.explanation.decision.code})"
+        return Text.assemble(
+            (f"{phase} -> node RETRIES", "bold green"), ": attempt 2 resumes from attempt 1's checkpoint"
+        )
+    return literal(f"{phase} -> node {decision} ({run.explanation.decision.code})")
+
+
+LABELS = {"upstream": "flytekitplugins-kfpytorch 1.16 (upstream)", "recoverable": "plugin.Elastic (this project)"}
 
 
 def render(runs: list[PreemptedRun], console: Console) -> None:
-    table = Table(title="A spot preemption SIGTERMs a training pod", show_lines=True)
-    table.add_column("", style="bold")
-    labels = {"upstream": "flytekitplugins-kfpytorch 1.16 (upstream)", "recoverable": "plugin.Elastic (this project)"}
-    for run in runs:
-        table.add_column(labels[run.variant])
-    rows: list[tuple[str, list[str]]] = [
-        ("pod exit code", [f"{r.exit_code} ({r.exited_after:.1f} s after SIGTERM)" for r in runs]),
-        ("files in the output prefix", ["\n".join(r.files) or "[red](empty)[/red]" for r in runs]),
+    """A table, one column per plugin, when it fits the console unbroken; else one block per plugin."""
+    title = "A spot preemption SIGTERMs a training pod"
+    rows: list[tuple[str, list[Text]]] = [
+        ("pod exit code", [Text(f"{r.exit_code} ({r.exited_after:.1f} s after SIGTERM)") for r in runs]),
+        (
+            "files in the output prefix",
+            [literal("\n".join(r.files)) if r.files else Text("(empty)", style="red") for r in runs],
+        ),
         ("error propeller reads\n(earliest strategy)", [_error_summary(r) for r in runs]),
         (
             "training operator",
-            [f"job {JobCondition.SUCCEEDED.value} (an elastic job succeeds when one pod exits 0)" for r in runs],
+            [Text(f"job {JobCondition.SUCCEEDED.value} (an elastic job succeeds when one pod exits 0)") for _ in runs],
         ),
         (f"propeller (task retries={RETRIES})", [_verdict(r) for r in runs]),
     ]
-    for label, cells in rows:
-        table.add_row(label, *cells)
-    console.print(table)
+    columns = [[label for label, _ in rows]] + [
+        [LABELS[run.variant], *(cells[i] for _, cells in rows)] for i, run in enumerate(runs)
+    ]
+    if fits(console, columns):
+        table = Table(title=title, show_lines=True)
+        table.add_column("", style="bold")
+        for run in runs:
+            table.add_column(LABELS[run.variant], no_wrap=True)
+        for label, cells in rows:
+            table.add_row(label, *cells)
+        console.print(table)
+        return
+    console.print(Text(title, style="bold"))  # narrow terminal or a pipe: one block per plugin, nothing cut
+    for i, run in enumerate(runs):
+        console.rule(LABELS[run.variant])
+        for label, cells in rows:
+            console.print(Text(label.replace("\n", " ") + ":", style="bold"))
+            for line in cells[i].split("\n"):
+                console.print(Text.assemble("    ", line), highlight=False)
 
 
 def run_demo(console: Optional[Console] = None, work_dir: Optional[Path] = None) -> list[PreemptedRun]:

@@ -1,0 +1,77 @@
+"""`sweep --out FILE`: one row per simulated case (assignment x plugin x aggregation), CSV or JSON lines.
+
+Rows are written as the sweep runs, so a million-case sweep never holds them in memory, and a file
+that cannot be written is refused before the first simulation.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import IO, Any, Sequence
+
+from aggregation.results import Execution
+
+FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+CASE_COLUMNS = (
+    "plugin",
+    "aggregation",
+    "outcome",
+    "final_phase",
+    "final_code",
+    "attempts",
+    "genuine_error_masked",
+    "first_winning_file",
+    "first_decision",
+)
+
+
+class CaseLogError(ValueError):
+    """The --out file cannot be used (its suffix, or the file system)."""
+
+
+class CaseLog:
+    def __init__(self, path: str, fields: Sequence[str]):
+        suffix = Path(path).suffix.lower()
+        if suffix not in FORMATS:
+            raise CaseLogError(f"--out {path}: name it .csv or .jsonl (JSON lines) to choose the format")
+        self.format = FORMATS[suffix]
+        self.fields = tuple(fields)
+        try:
+            self._file: IO[str] = open(path, "w", newline="", encoding="utf-8")
+        except OSError as e:
+            raise CaseLogError(f"--out {path}: {e.strerror}") from None
+        self._csv = csv.writer(self._file) if self.format == "csv" else None
+        if self._csv is not None:
+            self._csv.writerow([*self.fields, *CASE_COLUMNS])
+
+    def write(self, assignment: tuple, plugin: str, aggregation: bool, execution: Execution, outcome: str) -> None:
+        first = execution.attempts[0]
+        read = first.read
+        case: dict[str, Any] = {
+            "plugin": plugin,
+            "aggregation": aggregation,
+            "outcome": outcome,
+            "final_phase": execution.final_phase.value,
+            "final_code": execution.final_code or "",
+            "attempts": len(execution.attempts),
+            "genuine_error_masked": execution.masked_genuine_error,
+            "first_winning_file": read.selected.path if read is not None and read.selected is not None else "",
+            "first_decision": first.decision.decision.value,
+        }
+        values = dict(assignment)
+        if self._csv is not None:
+            self._csv.writerow([*(values[f] for f in self.fields), *(case[c] for c in CASE_COLUMNS)])
+        else:
+            case = {key: (None if value == "" else value) for key, value in case.items()}
+            self._file.write(json.dumps({"assignment": values, **case}) + "\n")
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> "CaseLog":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,184 @@
+"""Output for people: in an 80-column terminal and in a pipe (CI logs), nothing that says which file won,
+which pod did what or which code propeller reports is ever cut; text from scenarios is shown as written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from conftest import AGGSIM, SCENARIOS, T0
+from rich.console import Console
+
+from aggregation.documents import error_document_bytes
+from aggregation.explain import explain_prefix
+
+LONG_PODS = ("train-worker-with-a-rather-long-pod-name-0", "train-worker-with-a-rather-long-pod-name-1")
+
+
+def long_names_scenario(tmp_path):
+    text = (SCENARIOS / "sibling_user_error_cleanup.textproto").read_text()
+    for short, long in zip(("train-worker-0", "train-worker-1"), LONG_PODS):
+        text = text.replace(f'"{short}"', f'"{long}"')
+    text = text.replace('name: "sibling_user_error_cleanup"', 'name: "cleanup [red]with[/red] long names"')
+    path = tmp_path / "long_names.textproto"
+    path.write_text(text)
+    return path
+
+
+def aggsim(*args, columns: int):
+    env = {**os.environ, "COLUMNS": str(columns)}
+    result = subprocess.run([AGGSIM, *args], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode in (0, 1), result.stderr
+    return result.stdout
+
+
+def names_in_record(record: dict) -> set[str]:
+    names = set()
+    for attempt in record["attempts"]:
+        names |= {f["name"] for f in attempt.get("files", [])} | {f["error"]["code"] for f in attempt.get("files", [])}
+        names |= {e["pod"] for e in attempt["timeline"]}
+        names |= {attempt[k] for k in ("winning_file", "node_code") if attempt.get(k)}
+    return names
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+@pytest.mark.parametrize("scenario", ["preemption_during_training", "sibling_user_error_cleanup_no_aggregation"])
+def test_simulate_shows_every_file_pod_and_code_in_full(scenario, columns):
+    record = json.loads(aggsim("simulate", scenario, "--json", columns=columns))
+    text = aggsim("simulate", scenario, columns=columns)
+    expected = names_in_record(record)
+    assert any(name.endswith(".pb") for name in expected) and "train-worker-0" in expected
+    for name in expected:
+        assert name in text, (columns, name)
+    assert "…" not in text and all(len(line) <= columns for line in text.splitlines() if " " in line.strip())
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_long_pod_names_and_a_scenario_name_with_markup_are_shown_as_written(tmp_path, columns):
+    path = long_names_scenario(tmp_path)
+    text = aggsim("simulate", str(path), columns=columns)
+    assert "cleanup [red]with[/red] long names" in text
+    for pod in LONG_PODS:
+        assert pod in text
+    assert "USER:RuntimeError" in text and "…" not in text
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_sweep_and_demo_tables_keep_every_header_and_count_whole(columns):
+    demo = aggsim("demo", columns=columns)
+    sweep = aggsim("sweep", "preemption_during_training", "--vary", "timings.upload_seconds=0.05,3", columns=columns)
+    for text in (demo, sweep):
+        assert "…" not in text
+        for words in ("retried", "failed permanently", "succeeded silently", "genuine error masked", "recoverable"):
+            assert words in text.replace("\n", " ").replace("│", " ") or words in text, (columns, words)
+        assert "(100%)" in text and not any(line.rstrip().endswith("(") for line in text.splitlines())
+    assert "1728" in demo
+
+
+def test_sweep_counterexamples_end_with_the_file_that_won_and_the_decision():
+    """Each counterexample is a case in full: the assignment, key events, the winner, the node's decision."""
+    text = aggsim(
+        "sweep", "sibling_user_error_cleanup_no_aggregation", "--vary", "timings.upload_seconds=0.05,3", columns=80
+    )
+    blocks = [block for block in text.split("\n\n") if ": first case of " in block.splitlines()[0]]
+    assert blocks
+    for block in blocks:
+        lines = [line for line in block.strip().splitlines() if line.strip()]
+        assert lines[-1].startswith("final: ")
+        assert any(line.startswith("task ") and " -> node " in line for line in lines[-3:])
+        assert any(line.startswith("propeller: ") for line in lines)
+    record = json.loads(
+        aggsim(
+            "sweep",
+            "sibling_user_error_cleanup_no_aggregation",
+            "--vary",
+            "timings.upload_seconds=0.05,3",
+            "--json",
+            columns=80,
+        )
+    )
+    case = record["cells"][0]["counterexamples"]["FAILED_PERMANENTLY"]
+    assert case["attempts"][-1]["winning_file"].endswith(".pb") and case["attempts"][-1]["decision"] == "FAIL"
+    assert case["final_code"] == "USER:RuntimeError"
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_real_demo_table_shows_every_file_and_code_in_full(tmp_path, width):
+    """The demo's real-pod table at 80 columns: file names, codes and workers, never cut (explained prefixes)."""
+    pytest.importorskip("flytekit")
+    from localjob.demo import PreemptedRun, render
+
+    empty = tmp_path / "upstream"
+    empty.mkdir()
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    name = "error-3f1c2a9e5b7d4c6a8e0f1b2c3d4e5f60.pb"
+    worker = "train-worker-with-a-rather-long-pod-name-0"
+    (ours / name).write_bytes(
+        error_document_bytes(code="USER:Recoverable", recoverable=True, timestamp_ns=T0, worker=worker)
+    )
+    runs = [
+        PreemptedRun("upstream", 0, T0 / 1e9, 1.5, (), explain_prefix(str(empty), retries=2)),
+        PreemptedRun("recoverable", 0, T0 / 1e9, 1.6, (name,), explain_prefix(str(ours), retries=2)),
+    ]
+    console = Console(record=True, width=width, file=open(os.devnull, "w"))
+    render(runs, console)
+    text = console.export_text()
+    for expected in (name, worker, "USER:Recoverable", "node SUCCEEDS", "node RETRIES", "(empty)"):
+        assert expected in text, (width, expected)
+    assert "…" not in text
+
+
+def run_with_stderr_on_a_terminal(*args) -> tuple[str, str]:
+    """Run aggsim with stdout piped and stderr on a pseudo-terminal, as in an interactive shell with `| less`."""
+    import pty
+
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen([AGGSIM, *args], stdout=subprocess.PIPE, stderr=terminal, text=True)
+        os.close(terminal)
+        err = b""
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # the terminal closed: the process is gone
+                break
+            if not chunk:
+                break
+            err += chunk
+        out, _ = process.communicate(timeout=120)
+    finally:
+        os.close(controller)
+    return out, err.decode(errors="replace")
+
+
+def test_a_long_sweep_shows_progress_on_a_terminal_but_never_in_json_or_a_pipe(tmp_path):
+    out, err = run_with_stderr_on_a_terminal("sweep", "preemption_during_training")  # 1,728 x 6 cases: > 1 s
+    assert "sweeping" in err and "/1728" in err and "1728 assignments" in out
+    out, err = run_with_stderr_on_a_terminal("sweep", "preemption_during_training", "--json")
+    assert "sweeping" not in err and json.loads(out)["assignments"] == 1728
+    piped = subprocess.run([AGGSIM, "sweep", "preemption_during_training"], capture_output=True, text=True)
+    assert piped.returncode == 0 and piped.stderr == ""
+
+
+def test_sweep_out_writes_one_row_per_case_in_csv_or_json_lines(tmp_path):
+    import csv
+
+    args = ["sweep", "sibling_user_error_cleanup_no_aggregation", "--vary", "timings.upload_seconds=0.05,3"]
+    summary = json.loads(aggsim(*args, "--json", columns=80))
+    aggsim(*args, "--out", str(tmp_path / "cases.csv"), columns=80)
+    aggsim(*args, "--out", str(tmp_path / "cases.jsonl"), columns=80)
+    rows = list(csv.DictReader((tmp_path / "cases.csv").open()))
+    lines = [json.loads(line) for line in (tmp_path / "cases.jsonl").read_text().splitlines()]
+    assert len(rows) == len(lines) == 2 * 6
+    for cell in summary["cells"]:
+        for outcome, count in cell["counts"].items():
+            mine = [r for r in rows if r["plugin"] == cell["plugin"] and r["aggregation"] == str(cell["aggregation"])]
+            assert sum(r["outcome"] == outcome for r in mine) == count
+    masked = [line for line in lines if line["genuine_error_masked"]]
+    assert masked and all(line["first_winning_file"] == "error.pb" for line in masked)
+    assert {line["assignment"]["timings.upload_seconds"] for line in lines} == {0.05, 3.0}
+    bad = subprocess.run([AGGSIM, *args, "--out", str(tmp_path / "cases.txt")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--out" in bad.stderr and len(bad.stderr.splitlines()) == 1
