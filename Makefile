@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-real test test-real bench install clean
+.PHONY: demo demo-real test test-real bench docs install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,12 @@ test-real: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_explain.py --write-readme
 	$(BIN)/python benchmarks/bench_simulate.py --write-readme
+
+# The design-review notebook, executed, as one self-contained HTML file (figures inlined).
+DOCS_DIR ?= docs
+docs: $(STAMP)
+	$(BIN)/python -m nbconvert --execute --to html --output-dir $(DOCS_DIR) --output design-review \
+		notebooks/design_review.ipynb
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

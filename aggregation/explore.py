@@ -50,6 +50,32 @@ class SweepResult:
     assignments: int
     exhaustive: bool
     cells: tuple[Cell, ...]
+    meaning: dict = field(default_factory=dict)  # outcome -> GOOD | BAD | NEUTRAL, for this scenario
+
+
+GOOD, BAD, NEUTRAL = "good", "bad", "neutral"
+
+
+def wanted_outcome(message: pb.Scenario) -> str:
+    """What a correct plugin makes of the scenario's first attempt.
+
+    A genuine (non-recoverable) worker error must be what the node reports: it fails for good. A preemption
+    or a recoverable error must retry. Without either, the job should simply succeed.
+    """
+    events = message.attempts[0].events if message.attempts else ()
+    kinds = [(e.WhichOneof("kind"), e.worker_error.recoverable) for e in events]
+    if any(kind == "worker_error" and not recoverable for kind, recoverable in kinds):
+        return "FAILED_PERMANENTLY"
+    if any(kind == "preemption" or (kind == "worker_error" and recoverable) for kind, recoverable in kinds):
+        return "RETRIED"
+    return "SUCCEEDED"
+
+
+def outcome_meanings(message: pb.Scenario) -> dict[str, str]:
+    """Each outcome, good or bad for this scenario: the wanted one is good; a job that succeeds after its
+    attempt's trouble was over (say, a preemption after training finished) is neither; the rest are bad."""
+    wanted = wanted_outcome(message)
+    return {o: GOOD if o == wanted else NEUTRAL if o == "SUCCEEDED" else BAD for o in OUTCOMES}
 
 
 def shown_outcomes(result: "SweepResult") -> tuple[str, ...]:
@@ -213,4 +239,4 @@ def sweep(
                 on_case(assignment, cell, execution, outcome)
         if progress is not None:
             progress(done, len(plan))
-    return SweepResult(tuple(variations), len(plan), exhaustive, tuple(cells))
+    return SweepResult(tuple(variations), len(plan), exhaustive, tuple(cells), outcome_meanings(source.message))

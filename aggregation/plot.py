@@ -3,17 +3,21 @@
 Both take what the rest of the package produces (an `aggsim.v1.Execution` record, simulated or real,
 or a simulated `Execution`; a `SweepResult`) and return a matplotlib `Figure`, so notebooks, scripts,
 tests and `aggsim simulate --plot` share one drawing code. matplotlib is imported here only.
+
+Figures are built without pyplot: nothing is registered with a global figure manager, so a notebook
+shows each figure exactly once (when it is displayed) and a long session never accumulates them.
 """
 
 from __future__ import annotations
 
 from typing import Union
 
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
-from aggregation.explore import SweepResult, shown_outcomes  # noqa: E402
+from aggregation.explore import BAD, GOOD, NEUTRAL, SweepResult, shown_outcomes  # noqa: E402
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb  # noqa: E402
 
 MARKERS = {
@@ -51,7 +55,8 @@ def timeline_figure(execution, title: str = "") -> Figure:
         | {e.pod for a in attempts for e in a.timeline if e.pod not in ("operator", "propeller", "job", "blob store")}
     )
     lane = {pod: i for i, pod in enumerate(pods)}
-    fig, axes = plt.subplots(len(attempts), 1, figsize=(10, 1.1 + 1.0 * len(pods) * len(attempts) + 0.4), squeeze=False)
+    fig = Figure(figsize=(10, 1.1 + 1.0 * len(pods) * len(attempts) + 0.9), layout="constrained")
+    axes = fig.subplots(len(attempts), 1, squeeze=False)
     for ax, attempt in zip(axes[:, 0], attempts):
         for entry in attempt.timeline:
             kind = _kind(entry)
@@ -141,7 +146,13 @@ def timeline_figure(execution, title: str = "") -> Figure:
             label="the error propeller reports",
         )
     )
-    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    handles += [
+        Line2D([], [], linestyle="", marker="s", color="royalblue", alpha=0.35, label="uploaded after the read"),
+        Line2D([], [], color="royalblue", linestyle=":", linewidth=1, label="back to the time the file claims"),
+        Line2D([], [], color="purple", linestyle="--", linewidth=1, label="the job turns terminal"),
+        Line2D([], [], color="green", linewidth=1.5, label="propeller's observing round"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncol=4, fontsize=8, frameon=False)
     phase = pb.FinalPhase.Name(record.final_phase)
     fig.suptitle(
         title
@@ -149,46 +160,109 @@ def timeline_figure(execution, title: str = "") -> Figure:
         f"aggregation {'on' if record.error_aggregation else 'off'} -> {phase}",
         fontsize=11,
     )
-    fig.tight_layout(rect=(0, 0.1, 1, 0.95))
     return fig
 
 
+COLOUR_MAPS = {GOOD: "Greens", BAD: "Reds", NEUTRAL: "Greys"}
+
+
 def outcome_heatmap(result: SweepResult, title: str = "Outcome share per plugin and error aggregation") -> Figure:
-    """The sweep's table as a heat map: rows plugin x aggregation, columns outcomes (+ masked errors)."""
+    """The sweep's table as a heat map: rows plugin x aggregation, columns outcomes (+ masked errors).
+
+    Each column is coloured by what its outcome means for this scenario (`SweepResult.meaning`): green for
+    the outcome a correct plugin produces, red for a bad one, grey for neither; the darker, the larger the share.
+    """
     rows = [f"{c.plugin} / aggregation {'on' if c.aggregation else 'off'}" for c in result.cells]
     outcomes = shown_outcomes(result)
     columns = [o.replace("_", " ").lower() for o in outcomes] + ["genuine error masked"]
+    meanings = [result.meaning.get(o, NEUTRAL) for o in outcomes] + [BAD]
     values = [[c.share(o) for o in outcomes] + [c.masked / c.total if c.total else 0.0] for c in result.cells]
-    fig, ax = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.8))
-    image = ax.imshow(values, cmap="Blues", vmin=0, vmax=1, aspect="auto")
+    colours = [
+        [matplotlib.colormaps[COLOUR_MAPS[meaning]](0.08 + 0.8 * value) for value, meaning in zip(row, meanings)]
+        for row in values
+    ]
+    fig = Figure(figsize=(9, 0.5 * len(rows) + 2.2), layout="constrained")
+    ax = fig.subplots()
+    ax.imshow(colours, aspect="auto")
     ax.set_xticks(range(len(columns)), columns, rotation=20, ha="right")
+    for label, meaning in zip(ax.get_xticklabels(), meanings):
+        label.set_color({GOOD: "darkgreen", BAD: "darkred", NEUTRAL: "dimgray"}[meaning])
     ax.set_yticks(range(len(rows)), rows)
     for i, row in enumerate(values):
         for j, value in enumerate(row):
             ax.text(
                 j, i, f"{value:.0%}", ha="center", va="center", fontsize=9, color="white" if value > 0.6 else "black"
             )
-    fig.colorbar(image, ax=ax, fraction=0.03)
-    ax.set_title(f"{title}\n({result.assignments} assignments)", fontsize=10)
-    fig.tight_layout()
+    fig.legend(
+        handles=[
+            Patch(color=matplotlib.colormaps["Greens"](0.7), label="what a correct plugin produces here"),
+            Patch(color=matplotlib.colormaps["Reds"](0.7), label="a bad outcome for this scenario"),
+            Patch(color=matplotlib.colormaps["Greys"](0.5), label="neither"),
+        ],
+        loc="outside lower center",
+        ncol=3,
+        fontsize=8,
+        frameon=False,
+    )
+    ax.set_title(f"{title}\n({result.assignments} assignments; darker = larger share)", fontsize=10)
     return fig
 
 
 def candidates_figure(explanation) -> Figure:
-    """An explained prefix: every candidate's timestamp in listing order, the winner highlighted."""
+    """An explained prefix: every candidate's timestamp in listing order, the winner marked with a star.
+
+    Stamps are drawn as points on a line from the earliest one, so the winner (often the earliest, at 0)
+    is as visible as the rest.
+    """
     candidates = [c for c in explanation.read.candidates if c.error is not None]
-    fig, ax = plt.subplots(figsize=(9, 0.45 * max(len(candidates), 1) + 1.6))
+    fig = Figure(figsize=(9, 0.45 * max(len(candidates), 1) + 2.2), layout="constrained")
+    ax = fig.subplots()
     if candidates:
         stamps = [c.sort_timestamp_ns / 1e9 for c in candidates]
         base = min(stamps)
+        offsets = [s - base for s in stamps]
         labels = [f"{c.path}  ({c.error.worker or '-'})" for c in candidates]
-        colors = ["gold" if c.selected else ("seagreen" if c.error.recoverable else "indianred") for c in candidates]
-        ax.barh(range(len(candidates)), [s - base for s in stamps], color=colors, left=0)
+        for y, (candidate, offset) in enumerate(zip(candidates, offsets)):
+            colour = "seagreen" if candidate.error.recoverable else "indianred"
+            ax.hlines(y, 0, offset, color=colour, linewidth=2, alpha=0.6)
+            ax.scatter(
+                offset,
+                y,
+                marker="*" if candidate.selected else "o",
+                s=260 if candidate.selected else 60,
+                color=colour,
+                edgecolors="goldenrod" if candidate.selected else "none",
+                linewidths=2,
+                zorder=3,
+            )
+            if candidate.selected:
+                ax.annotate("propeller reports this", (offset, y), textcoords="offset points", xytext=(12, -3))
         ax.set_yticks(range(len(candidates)), labels, fontsize=8)
-        ax.invert_yaxis()  # listing order, top to bottom
+        ax.set_ylim(len(candidates) - 0.5, -0.5)  # listing order, top to bottom
+        ax.set_xlim(-0.05 * (max(offsets) or 1), 1.3 * (max(offsets) or 1))
         ax.set_xlabel(
             "seconds after the earliest stamp "
             f"({'missing stamps count as the epoch' if base == 0 else 'first listed wins a tie'})"
+        )
+        fig.legend(
+            handles=[
+                Line2D([], [], marker="o", linestyle="", color="seagreen", label="recoverable"),
+                Line2D([], [], marker="o", linestyle="", color="indianred", label="not recoverable"),
+                Line2D(
+                    [],
+                    [],
+                    marker="*",
+                    linestyle="",
+                    color="gray",
+                    markeredgecolor="goldenrod",
+                    markersize=14,
+                    label="the error propeller reports",
+                ),
+            ],
+            loc="outside lower center",
+            ncol=3,
+            fontsize=8,
+            frameon=False,
         )
     ax.set_title(
         f"{explanation.read.strategy} strategy: {explanation.read.rule}\n"
@@ -196,5 +270,4 @@ def candidates_figure(explanation) -> Figure:
         f"{' ' + explanation.decision.code if explanation.decision.code else ''}",
         fontsize=10,
     )
-    fig.tight_layout()
     return fig

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from aggregation.explore import OUTCOMES, SweepResult, shown_outcomes
+from aggregation.explore import BAD, GOOD, NEUTRAL, OUTCOMES, SweepResult, shown_outcomes
 from aggregation.results import AttemptResult, Execution
 from aggregation.timeline import What
 
@@ -129,6 +129,19 @@ def print_counterexample(console: Console, assignment, execution: Execution) -> 
     console.print(final_line(execution), highlight=False)
 
 
+_STYLE = {GOOD: "green", BAD: "bold red", NEUTRAL: "", None: ""}
+
+
+def _counts(cell, outcomes) -> list[tuple[str, int]]:
+    """(outcome, count) per shown outcome, then ("MASKED", genuine errors masked)."""
+    return [(o, cell.counts[o]) for o in outcomes] + [("MASKED", cell.masked)]
+
+
+def _share(count: int, total: int, meaning) -> Text:
+    """ "12 (34%)", green when a good outcome happened, red when a bad one did."""
+    return Text(f"{count} ({count / total if total else 0.0:.0%})", style=_STYLE[meaning] if count else "")
+
+
 def _outcome_label(outcome: str) -> str:
     return outcome.replace("_", " ").lower()
 
@@ -146,12 +159,12 @@ def render_sweep(
     )
     outcomes = shown_outcomes(result)
     headers = ["plugin", "aggre-\ngation", *(_outcome_label(o) for o in outcomes), "genuine error masked"]
+    meaning = {**result.meaning, "MASKED": BAD}
     rows = [
         [
             cell.plugin,
             "on" if cell.aggregation else "off",
-            *(f"{cell.counts[o]} ({cell.share(o):.0%})" for o in outcomes),
-            f"{cell.masked} ({cell.masked / cell.total:.0%})" if cell.total else "0",
+            *(_share(count, cell.total, meaning.get(o)) for o, count in _counts(cell, outcomes)),
         ]
         for cell in result.cells
     ]
@@ -169,10 +182,15 @@ def render_sweep(
         count_width = len(str(result.assignments))
         for cell in result.cells:
             console.print(f"{cell.plugin}, aggregation {'on' if cell.aggregation else 'off'}:")
-            counts = [(cell.counts[o], cell.share(o)) for o in outcomes]
-            masked = (cell.masked, cell.masked / cell.total if cell.total else 0.0)
-            for header, (count, share) in zip(headers[2:], counts + [masked]):
-                console.print(f"  {header:<{label_width}}  {count:>{count_width}} ({share:>4.0%})", highlight=False)
+            for header, (outcome, count) in zip(headers[2:], _counts(cell, outcomes)):
+                share = count / cell.total if cell.total else 0.0
+                console.print(
+                    Text.assemble(
+                        f"  {header:<{label_width}}  ",
+                        (f"{count:>{count_width}} ({share:>4.0%})", _STYLE[meaning.get(outcome)] if count else ""),
+                    ),
+                    highlight=False,
+                )
     if not counterexamples:
         return
     for cell in result.cells:
@@ -203,6 +221,7 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
     return {
         "assignments": result.assignments,
         "exhaustive": result.exhaustive,
+        "outcome_meaning": dict(result.meaning),
         "variations": [{"field": v.field, "values": list(v.values)} for v in result.variations],
         "cells": [
             {

@@ -14,47 +14,80 @@ from aggregation.scenario import load_scenario, read_scenario  # noqa: E402
 from aggregation.simulate import simulate  # noqa: E402
 
 
-def test_timeline_has_a_panel_per_attempt_and_a_lane_per_pod():
+def test_timeline_has_a_panel_per_attempt_and_a_lane_per_pod_and_explains_its_lines():
     import matplotlib.pyplot as plt
 
     from aggregation.plot import timeline_figure
 
+    before = plt.get_fignums()
     execution = simulate(load_scenario(str(SCENARIOS / "auto_resume_two_attempts.textproto")))
     figure = timeline_figure(execution)
-    try:
-        assert len(figure.axes) == 2
-        assert [t.get_text() for t in figure.axes[0].get_yticklabels()] == ["train-worker-0", "train-worker-1"]
-        assert "resumes from attempt 0" in figure.axes[1].get_title(loc="left")
-    finally:
-        plt.close(figure)
+    assert plt.get_fignums() == before  # never registered with pyplot: a notebook shows it once
+    assert len(figure.axes) == 2
+    assert [t.get_text() for t in figure.axes[0].get_yticklabels()] == ["train-worker-0", "train-worker-1"]
+    assert "resumes from attempt 0" in figure.axes[1].get_title(loc="left")
+    legend = {t.get_text() for t in figure.legends[0].get_texts()}
+    assert {"back to the time the file claims", "the job turns terminal", "propeller's observing round"} <= legend
+    assert "the error propeller reports" in legend
 
 
-def test_heatmap_and_candidates():
-    import matplotlib.pyplot as plt
+def _column_colours(heatmap, column):
+    import numpy as np
 
+    image = heatmap.axes[0].images[0].get_array()
+    return [tuple(np.round(image[row][column][:3], 3)) for row in range(image.shape[0])]
+
+
+def _hue(rgb):
+    red, green, _ = rgb
+    return "green" if green > red else "red" if red > green else "grey"
+
+
+@pytest.mark.parametrize(
+    "scenario, good, bad",
+    [
+        ("preemption_during_training", "retried", "failed permanently"),
+        ("sibling_user_error_cleanup", "failed permanently", "retried"),
+    ],
+)
+def test_heatmap_colours_mean_good_or_bad_for_the_scenario(scenario, good, bad):
+    """After a preemption a retry is the good outcome; after a sibling's genuine error, failing for good is."""
+    from aggregation.plot import outcome_heatmap
+
+    result = sweep(read_scenario(scenario), [Variation("propeller.observation_delay_seconds", (0.0, 5.0))])
+    heatmap = outcome_heatmap(result)
+    labels = [t.get_text() for t in heatmap.axes[0].get_xticklabels()]
+    assert len(heatmap.axes[0].texts) == len(result.cells) * len(labels)  # every cell labelled
+    assert {_hue(c) for c in _column_colours(heatmap, labels.index(good))} == {"green"}
+    assert {_hue(c) for c in _column_colours(heatmap, labels.index(bad))} == {"red"}
+    assert {_hue(c) for c in _column_colours(heatmap, labels.index("genuine error masked"))} == {"red"}
+
+
+def test_replay_chart_shows_the_winner_even_at_zero():
+    """The earliest stamp wins (remote_file_output_reader.go earliestFileErrorReader); it sits at x = 0."""
     from aggregation.documents import error_document_bytes
     from aggregation.explain import explain_prefix
-    from aggregation.plot import candidates_figure, outcome_heatmap
+    from aggregation.plot import candidates_figure
     from aggregation.storage import MemoryPrefix
 
-    result = sweep(
-        read_scenario(str(SCENARIOS / "preemption_during_training.textproto")),
-        [Variation("propeller.observation_delay_seconds", (0.0, 5.0))],
-    )
-    heatmap = outcome_heatmap(result)
     prefix = MemoryPrefix(
         [
-            ("error-a.pb", error_document_bytes(worker="a", timestamp_ns=2)),
-            ("error-b.pb", error_document_bytes(worker="b", timestamp_ns=1)),
+            ("error-a.pb", error_document_bytes(worker="a", timestamp_ns=2_000_000_000)),
+            ("error-b.pb", error_document_bytes(worker="b", timestamp_ns=1_000_000_000)),
         ]
     )
     ranking = candidates_figure(explain_prefix(prefix))
-    try:
-        assert len(heatmap.axes[0].texts) == 6 * 5  # every cell labelled
-        assert "earliest timestamp" in ranking.axes[0].get_title()
-    finally:
-        plt.close(heatmap)
-        plt.close(ranking)
+    ax = ranking.axes[0]
+    assert "earliest timestamp" in ax.get_title()
+    from matplotlib.collections import PathCollection
+
+    markers = [c for c in ax.collections if isinstance(c, PathCollection)]
+    points = [tuple(c.get_offsets()[0]) for c in markers]
+    sizes = [c.get_sizes()[0] for c in markers]
+    winner = points[sizes.index(max(sizes))]
+    assert winner == (0.0, 1.0)  # error-b.pb, second in listing order, drawn as the big marker at zero
+    assert any("propeller reports this" == t.get_text() for t in ax.texts)
+    assert ax.get_xlim()[0] < 0 < ax.get_xlim()[1]
 
 
 def test_simulate_plot_writes_a_png(tmp_path):
