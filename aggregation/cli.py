@@ -403,15 +403,10 @@ def run_local(scenario_path, plugin, work_dir, as_json) -> None:
             )
         )
     else:
-        from aggregation.report import render_record_timeline
+        from aggregation.report import render_comparison, render_record_timeline
 
         render_record_timeline(real, console, "real run")
-        table = Table(title="real vs simulated verdict")
-        for column in ("field", "simulated", "real", ""):
-            table.add_column(column)
-        for field, a, b in diff:
-            table.add_row(field, str(a), str(b), "[green]=[/green]" if a == b else "[bold red]differs[/bold red]")
-        console.print(table)
+        render_comparison(diff, console)
     sys.exit(0 if agree else 1)
 
 

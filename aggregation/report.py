@@ -301,3 +301,24 @@ class ProgressBar:
     def __exit__(self, *exc) -> None:
         if self._progress is not None:
             self._progress.stop()
+
+
+def render_comparison(diff: Sequence[tuple[str, Any, Any]], console: Console) -> None:
+    """Real vs simulated verdict, field by field: a table when it fits unbroken, else one line per field."""
+    title = "real vs simulated verdict"
+    marks = [Text("=", style="green") if a == b else Text("differs", style="bold red") for _, a, b in diff]
+    rows = [(literal(field), literal(str(a)), literal(str(b)), mark) for (field, a, b), mark in zip(diff, marks)]
+    headers = ("field", "simulated", "real", "")
+    if fits(console, [[h, *(row[i] for row in rows)] for i, h in enumerate(headers)]):
+        table = Table(title=title)
+        for header in headers:
+            table.add_column(header, no_wrap=True)
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+        return
+    console.print(Text(title, style="bold"))
+    for field, simulated, real, mark in rows:
+        console.print(Text.assemble(field, ": ", mark))
+        console.print(Text.assemble("    simulated: ", simulated))
+        console.print(Text.assemble("    real:      ", real))

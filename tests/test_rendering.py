@@ -182,3 +182,22 @@ def test_sweep_out_writes_one_row_per_case_in_csv_or_json_lines(tmp_path):
     assert {line["assignment"]["timings.upload_seconds"] for line in lines} == {0.05, 3.0}
     bad = subprocess.run([AGGSIM, *args, "--out", str(tmp_path / "cases.txt")], capture_output=True, text=True)
     assert bad.returncode == 2 and "--out" in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_run_local_comparison_shows_both_verdicts_in_full(width):
+    """`run-local`'s real-vs-simulated table, fed by record.compare: winning files and codes never cut."""
+    from aggregation.record import compare, execution_to_proto
+    from aggregation.report import render_comparison
+    from aggregation.scenario import load_scenario
+    from aggregation.simulate import simulate
+
+    ours = execution_to_proto(simulate(load_scenario("survivor_fails_from_peer_death", "recoverable")))
+    theirs = execution_to_proto(simulate(load_scenario("survivor_fails_from_peer_death", "seed-pr")))
+    diff = compare(ours, theirs)
+    console = Console(record=True, width=width, file=open(os.devnull, "w"))
+    render_comparison(diff, console)
+    text = console.export_text()
+    assert "differs" in text and "…" not in text
+    for field, simulated, real in diff:
+        assert field in text and str(simulated) in text and str(real) in text
