@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -15,8 +16,8 @@ from rich.table import Table
 
 from aggregation import defaults
 from aggregation.explain import Explanation, explain_prefix, rfc3339_nanos
-from aggregation.propeller import NodeState, PropellerConfig
-from aggregation.readers import STRATEGIES
+from aggregation.propeller import NodeState
+from aggregation.readers import DEFAULT, EARLIEST, STRATEGIES
 from aggregation.results import FinalPhase
 from aggregation.storage import StorageError
 
@@ -43,6 +44,16 @@ def _version_message() -> str:
 @click.version_option(message=_version_message(), package_name="flyte-aggsim")
 def main() -> None:
     """Which failure does Flyte report for a distributed PyTorch job, and does it retry?"""
+
+
+PROPELLER_CONFIG_OPTION = click.option(
+    "--propeller-config",
+    "config_files",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="the deployment's propeller/flyte configuration YAML (repeatable; later files win)",
+)
 
 
 @main.command()
@@ -78,8 +89,16 @@ def main() -> None:
     help="propeller's max-node-retries-system-failures",
 )
 @click.option("--ignore-retry-cause", is_flag=True, help="propeller's ignore-retry-cause")
+@click.option(
+    "--max-download-mb",
+    type=click.IntRange(min=0),
+    help=f"storage.limits.maxDownloadMBs: the error-file size limit [default: {defaults.MAX_DOWNLOAD_MBS}]",
+)
+@PROPELLER_CONFIG_OPTION
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@click.pass_context
 def explain(
+    ctx,
     prefix,
     strategy,
     outputs_declared,
@@ -88,14 +107,28 @@ def explain(
     system_failures,
     max_system_failures,
     ignore_retry_cause,
+    max_download_mb,
+    config_files,
     as_json,
 ) -> None:
-    """What propeller concludes if it observes the PyTorchJob Succeeded now, for output prefix PREFIX."""
+    """What propeller concludes if it observes the PyTorchJob Succeeded now, for output prefix PREFIX.
+
+    With --propeller-config, the deployment's files set the strategy and the limits; flags given on the
+    command line still win.
+    """
     if system_failures > attempts:
         _fail(f"--system-failures ({system_failures}) cannot exceed --attempts ({attempts})")
-    config = PropellerConfig(
-        max_node_retries_system_failures=max_system_failures, ignore_retry_cause=ignore_retry_cause
-    )
+    deployment = _deployment(config_files)
+    config = deployment.propeller_config()
+    given = lambda name: ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE  # noqa: E731
+    if given("max_system_failures") or "max_node_retries_system_failures" not in deployment.values:
+        config = replace(config, max_node_retries_system_failures=max_system_failures)
+    if given("ignore_retry_cause") or "ignore_retry_cause" not in deployment.values:
+        config = replace(config, ignore_retry_cause=ignore_retry_cause)
+    if max_download_mb is not None:
+        config = replace(config, max_payload_bytes=max_download_mb * 1024 * 1024)
+    if not given("strategy") and deployment.error_aggregation is not None:
+        strategy = EARLIEST if deployment.error_aggregation else DEFAULT
     try:
         explanation = explain_prefix(
             prefix, strategy, outputs_declared, retries, NodeState(attempts, system_failures), config
@@ -238,6 +271,27 @@ def _validate_target(target: str):
 PLUGIN_CHOICE = click.Choice(["upstream", "seed-pr", "recoverable"])
 
 
+def _deployment_sweep_arguments(config_files) -> dict:
+    """A deployment fixes the aggregation flag: sweep only that one."""
+    if not config_files:
+        return {}
+    deployment = _deployment(config_files)
+    flag = deployment.error_aggregation
+    return {"deployment": deployment, **({"flags": (flag,)} if flag is not None else {})}
+
+
+def _deployment(config_files):
+    """The deployment's settings from its propeller configuration files (none: nothing overridden)."""
+    from aggregation.deployment import Deployment, DeploymentConfigError, load_deployment
+
+    if not config_files:
+        return Deployment({})
+    try:
+        return load_deployment(config_files)
+    except DeploymentConfigError as e:
+        _fail(str(e))
+
+
 @main.command()
 @click.argument("scenario_path", metavar="SCENARIO.textproto")
 @click.option("--plugin", type=PLUGIN_CHOICE, help="override the scenario's plugin variant")
@@ -249,7 +303,8 @@ PLUGIN_CHOICE = click.Choice(["upstream", "seed-pr", "recoverable"])
     type=click.Choice([p.value for p in FinalPhase]),
     help="exit 1 unless the final phase is this one (for CI)",
 )
-def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect) -> None:
+@PROPELLER_CONFIG_OPTION
+def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, config_files) -> None:
     """Simulate a scenario: every attempt's timeline, propeller's read and decision, the final phase."""
     from aggregation.record import execution_to_json
     from aggregation.scenario import ScenarioError, load_scenario
@@ -260,6 +315,8 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect) -> 
     except ScenarioError as e:
         _fail(str(e))
         return
+    if config_files:
+        spec = spec.with_deployment(_deployment(config_files))
     if aggregation is not None:
         spec = spec.with_aggregation(aggregation)
     execution = run(spec)
@@ -313,7 +370,8 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect) -> 
     type=click.Path(dir_okay=False),
     help="also write one row per case (assignment x plugin x aggregation) with its outcome: .csv or .jsonl",
 )
-def sweep(scenario_path, varies, samples, seed, plugins, as_json, out_path) -> None:
+@PROPELLER_CONFIG_OPTION
+def sweep(scenario_path, varies, samples, seed, plugins, as_json, out_path, config_files) -> None:
     """Explore the race: outcome distribution per plugin variant x aggregation flag, with counterexamples."""
     import contextlib
 
@@ -339,6 +397,7 @@ def sweep(scenario_path, varies, samples, seed, plugins, as_json, out_path) -> N
                 if log
                 else None,
                 progress=bar,
+                **_deployment_sweep_arguments(config_files),
             )
     except (ScenarioError, CaseLogError) as e:
         _fail(str(e))

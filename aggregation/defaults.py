@@ -37,3 +37,6 @@ UPLOAD_SECONDS = 0.05
 DETECTION_SECONDS = 1.0
 PEER_FAILURE_SECONDS = 0.05  # a peer's signal -> the survivor's "Connection reset by peer"
 TRAINING_SECONDS = 60.0
+
+# --- this tool's own limits -----------------------------------------------------------------------------------------
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a propeller configuration file larger than this is refused, not parsed

@@ -7,10 +7,10 @@ renders the JSON `aggsim explain --json` prints.
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
+from aggregation.gotime import rfc3339_nanos
 from aggregation.propeller import (
     JobCondition,
     NodeDecision,
@@ -25,14 +25,7 @@ from aggregation.storage import OutputPrefix, StorageError, open_prefix
 
 OUTPUTS_FILE = "outputs.pb"
 
-
-def rfc3339_nanos(timestamp_ns: Optional[int]) -> Optional[str]:
-    """RFC 3339 with nanoseconds and `Z`, e.g. 2026-11-30T04:42:11.368224620Z."""
-    if timestamp_ns is None:
-        return None
-    seconds, nanos = divmod(timestamp_ns, 1_000_000_000)
-    base = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(seconds=seconds)
-    return base.strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}Z"
+__all__ = ["Explanation", "explain_prefix", "rfc3339_nanos"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +40,13 @@ class Explanation:
 
     @property
     def error(self) -> Optional[ObservedError]:
+        """The error propeller reports for the task: the winning file's, or one a rule makes
+        (OutputsNotFound when outputs are declared and `outputs.pb` is missing); None when it succeeds."""
+        return self.outcome.error
+
+    @property
+    def winning_file_error(self) -> Optional[ObservedError]:
+        """What the error reader took from the file it picked (None: no file was picked)."""
         return self.read.error
 
     def to_json(self) -> dict[str, Any]:
@@ -55,7 +55,6 @@ class Explanation:
             node = {"decision": self.decision.decision.value, "code": None, "kind": None}
             if self.decision.decision.value == "FAIL":
                 node.update(code=self.decision.code, kind=self.decision.kind)
-        error = self.read.error
         return {
             "strategy": self.read.strategy,
             "files": [
@@ -71,23 +70,29 @@ class Explanation:
                 }
                 for c in self.read.candidates
             ],
-            "error": None
-            if error is None
-            else {
-                "code": error.code,
-                "message": error.message,
-                "kind": error.kind,
-                "recoverable": error.recoverable,
-                "timestamp": rfc3339_nanos(error.timestamp_ns),
-                "worker": error.worker,
-                "path": error.path,
-            },
+            "error": _error_json(self.error, "error file" if self.error is self.read.error else "propeller rule"),
+            "winning_file": _error_json(self.read.error, "error file"),
             "rule": self.read.rule,
             "round_error": self.read.round_error,
             "task_phase": self.outcome.phase.value,
             "node": node,
             "object_store_requests": self.requests,
         }
+
+
+def _error_json(error: Optional[ObservedError], source: str) -> Optional[dict[str, Any]]:
+    if error is None:
+        return None
+    return {
+        "code": error.code,
+        "message": error.message,
+        "kind": error.kind,
+        "recoverable": error.recoverable,
+        "timestamp": rfc3339_nanos(error.timestamp_ns),
+        "worker": error.worker,
+        "path": error.path,
+        "source": source,
+    }
 
 
 def explain_prefix(

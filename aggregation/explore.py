@@ -212,11 +212,13 @@ def sweep(
     flags: Sequence[bool] = (True, False),
     on_case: Optional[Callable[[tuple, Cell, Execution, str], None]] = None,
     progress: Optional[Callable[[int, int], None]] = None,
+    deployment=None,
 ) -> SweepResult:
     """Simulate every planned assignment under every plugin x flag cell.
 
     `on_case(assignment, cell, execution, outcome)` sees each simulation as it finishes (for `--out`);
-    `progress(done, total)` is told after each assignment.
+    `progress(done, total)` is told after each assignment. `deployment` (see `deployment.py`) replaces
+    the scenario's propeller settings in every case.
     """
     source.spec(plugin_override=plugins[0])  # the scenario as written must be valid, whatever we vary
     plan, exhaustive = assignments(variations, samples, seed)
@@ -227,6 +229,8 @@ def sweep(
         for variation, value in zip(variations, values):
             _assign(message, variation.field, value)
         base = source.spec(plugin_override=plugins[0], message=message)
+        if deployment is not None:  # the deployment's propeller settings (the cells still set the flag)
+            base = base.with_deployment(deployment)
         assignment = tuple(zip((v.field for v in variations), values))
         for cell in cells:
             execution = simulate(base.with_plugin(cell.plugin).with_aggregation(cell.aggregation))

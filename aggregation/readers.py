@@ -18,8 +18,9 @@ from typing import Optional
 from flyteidl.core import errors_pb2, execution_pb2
 from google.protobuf.message import DecodeError
 
-from aggregation import defaults
+from aggregation import defaults, gotime
 from aggregation.storage import ObjectNotFound, OutputPrefix, StorageError
+from aggregation.wire import decode_error_document
 
 #: flytestdlib storage `maxDownloadMBs` default in bytes: error files larger than this are a Go error.
 DEFAULT_MAX_PAYLOAD_BYTES = defaults.MAX_PAYLOAD_BYTES
@@ -83,6 +84,11 @@ class Candidate:
     bad_format: bool = False  # parsed, but the document has no `error`
 
     @property
+    def order_key(self) -> tuple[int, int]:
+        """How the earliest reader orders this candidate: Go's `time.Time` of its stamp (see `gotime`)."""
+        return gotime.order_key(self.error.timestamp_ns if self.error is not None else None)
+
+    @property
     def sort_timestamp_ns(self) -> int:
         """What the earliest reader compares: a missing timestamp is the epoch."""
         if self.error is None or self.error.timestamp_ns is None:
@@ -115,12 +121,15 @@ class ListedErrors:
     ignored: tuple[str, ...]
 
 
-def document_to_error(document: errors_pb2.ErrorDocument, path: str, location: str) -> ObservedError:
-    """`errorDoc2ExecutionError`: origin becomes kind; recoverable only when kind == RECOVERABLE."""
+def document_to_error(document: errors_pb2.ErrorDocument, path: str, reference: str) -> ObservedError:
+    """`errorDoc2ExecutionError`: origin becomes kind; recoverable only when kind == RECOVERABLE.
+
+    `reference` is the file's name as the reader holds it (it appears in ErrorFileBadFormat's message).
+    """
     if not document.HasField("error"):
         return ObservedError(
             code="ErrorFileBadFormat",
-            message=f"error not formatted correctly, nil error @path [{location}/{path}]",
+            message=f"error not formatted correctly, nil error @path [{reference}]",
             kind="SYSTEM",
             recoverable=True,
             path=path,
@@ -142,14 +151,50 @@ def document_to_error(document: errors_pb2.ErrorDocument, path: str, location: s
 
 
 def parse_document(data: bytes) -> errors_pb2.ErrorDocument:
-    """Unmarshal like Go's `proto.Unmarshal` (strict proto3 UTF-8 included); raises DecodeError."""
-    document = errors_pb2.ErrorDocument()
-    document.ParseFromString(data)
-    return document
+    """Unmarshal exactly like Go's `proto.Unmarshal` (see `aggregation.wire`); raises `WireError`."""
+    return decode_error_document(data)
 
 
-def _too_large(location: str, key: str, size: int, limit: int) -> str:
-    return f"output file @[{location}/{key}] is too large [{size}] bytes, max allowed [{limit}] bytes"
+def listed_reference(location: str, key: str) -> str:
+    """The key as flytestdlib's `List` names it, which is how the earliest reader's messages name files.
+
+    `StowStore.List` returns `item.URL().String()`: for S3-style stores (stow's s3 item with a custom
+    endpoint: `s3://bucket/key`) and stow's local store (`file:///path`), Go's `url.URL` escapes the path
+    (`error #1.pb` -> `error%20%231.pb`). Other prefixes are named as given.
+    """
+    location = location.rstrip("/")
+    for scheme in ("s3://", "file://"):
+        if location.startswith(scheme):
+            return scheme + go_escape_path(f"{location[len(scheme) :]}/{key}")
+    return f"{location}/{key}"
+
+
+_PATH_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~$&+,/:;=@")
+
+
+def go_escape_path(path: str) -> str:
+    """Go's `url.PathEscape`-like `escape(path, encodePath)` (net/url `shouldEscape`): each other byte as %XX."""
+    return "".join(chr(b) if b in _PATH_SAFE else f"%{b:02X}" for b in path.encode("utf-8"))
+
+
+def _too_large(reference: str, size: int, limit: int) -> str:
+    """`validatePayloadSize` (the HEAD check)."""
+    return f"output file @[{reference}] is too large [{size}] bytes, max allowed [{limit}] bytes"
+
+
+def _read_document(prefix: OutputPrefix, key: str, reference: str, limit: int) -> errors_pb2.ErrorDocument:
+    """flytestdlib `ReadProtobuf`: `ReadRaw` (which enforces the size limit again, on the object as it is
+    now) then `proto.Unmarshal`; errors carry the texts Go's wrapping gives them."""
+    data = prefix.read(key)
+    if limit != 0 and len(data) > limit:  # ReadRaw skips its check when maxDownloadMBs is 0 (HEAD's still fails)
+        raise StorageError(
+            f"path:{reference}: [LIMIT_EXCEEDED] limit exceeded. {len(data) / 2**20:.6f}mb > {limit / 2**20:g}mb. "
+            "You can increase the limit by setting maxDownloadMBs."
+        )
+    try:
+        return parse_document(data)
+    except DecodeError as e:
+        raise DecodeError(f"unmarshall: {reference}: {e}") from None
 
 
 class DefaultErrorReader:
@@ -162,39 +207,32 @@ class DefaultErrorReader:
 
     def read(self, prefix: OutputPrefix) -> ReadResult:
         key = CANONICAL_ERROR_FILE
-        location = prefix.location.rstrip("/")
+        reference = f"{prefix.location.rstrip('/')}/{key}"  # GetErrorPath: built, not listed, so never escaped
         try:
             size = prefix.head(key)
         except StorageError as e:
             return ReadResult(
-                DEFAULT, rule=RULE_ROUND_ERROR, round_error=f"failed to read error file @[{location}/{key}]: {e}"
+                DEFAULT, rule=RULE_ROUND_ERROR, round_error=f"failed to read error file @[{reference}]: {e}"
             )
         if size is None:
             return ReadResult(DEFAULT)
         if size > self.max_payload_bytes:
-            problem = _too_large(location, key, size, self.max_payload_bytes)
+            problem = _too_large(reference, size, self.max_payload_bytes)
             return ReadResult(
                 DEFAULT, (Candidate(key, size, problem=problem),), rule=RULE_ROUND_ERROR, round_error=problem
             )
         try:
-            data = prefix.read(key)
+            document = _read_document(prefix, key, reference, self.max_payload_bytes)
         except ObjectNotFound as e:
             # deleted between HEAD and GET: only this reader maps not-found to an ExecutionError
             error = ObservedError("ErrorFileNotFound", str(e), "SYSTEM", True, path=key)
             return ReadResult(DEFAULT, (Candidate(key, size, error=error, selected=True),), error, RULE_SINGLE_FILE)
-        except StorageError as e:
-            problem = f"failed to read error data from task @[{location}/{key}]: {e}"
+        except (StorageError, DecodeError) as e:
+            problem = f"failed to read error data from task @[{reference}]: {e}"
             return ReadResult(
                 DEFAULT, (Candidate(key, size, problem=problem),), rule=RULE_ROUND_ERROR, round_error=problem
             )
-        try:
-            document = parse_document(data)
-        except DecodeError as e:
-            problem = f"failed to read error data from task @[{location}/{key}]: {e}"
-            return ReadResult(
-                DEFAULT, (Candidate(key, size, problem=problem),), rule=RULE_ROUND_ERROR, round_error=problem
-            )
-        error = document_to_error(document, key, location)
+        error = document_to_error(document, key, reference)
         bad_format = not document.HasField("error")
         rule = RULE_BAD_FORMAT if bad_format else RULE_SINGLE_FILE
         return ReadResult(
@@ -243,13 +281,14 @@ class EarliestErrorReader:
             )
         sizes: list[int] = []
         for key in heads:
+            reference = listed_reference(location, key)
             try:
                 size = prefix.head(key)
             except StorageError as e:
-                problem = f"failed to read error file @[{location}/{key}]: {e}"
+                problem = f"failed to read error file @[{reference}]: {e}"
                 return self._round_error(heads, sizes, Candidate(key, 0, problem=problem), ignored)
             if size is not None and size > self.max_payload_bytes:
-                problem = _too_large(location, key, size, self.max_payload_bytes)
+                problem = _too_large(reference, size, self.max_payload_bytes)
                 return self._round_error(heads, sizes, Candidate(key, size, problem=problem), ignored)
             sizes.append(size or 0)
         if not heads:
@@ -277,13 +316,14 @@ class EarliestErrorReader:
             return ReadResult(EARLIEST, (), race, RULE_LISTING_RACE, ignored=ignored)
         size_of = dict(zip(listed_by_is_error.keys, listed_by_is_error.sizes))
         parsed: list[Candidate] = []
-        winner_index, winner_ns = 0, None
+        winner_index, winner_key = 0, None
         for index, key in enumerate(listed):
             size = size_of.get(key, 0)
+            reference = listed_reference(location, key)
             try:
-                document = parse_document(prefix.read(key))
+                document = _read_document(prefix, key, reference, self.max_payload_bytes)
             except (StorageError, DecodeError) as e:
-                problem = f"failed to read error file @[{location}/{key}]: {e}"
+                problem = f"failed to read error file @[{reference}]: {e}"
                 rest = [Candidate(k, size_of.get(k, 0)) for k in listed[index + 1 :]]
                 failed = Candidate(key, size, problem=problem)
                 return ReadResult(
@@ -293,11 +333,11 @@ class EarliestErrorReader:
                     round_error=problem,
                     ignored=ignored,
                 )
-            error = document_to_error(document, key, location)
+            error = document_to_error(document, key, reference)
             parsed.append(Candidate(key, size, error=error, bad_format=not document.HasField("error")))
-            timestamp_ns = error.timestamp_ns or 0  # a missing timestamp is the epoch
-            if winner_ns is None or winner_ns > timestamp_ns:  # earliest.After(ts): ties keep the first listed
-                winner_index, winner_ns = index, timestamp_ns
+            stamp = gotime.order_key(error.timestamp_ns)  # AsTime(); a missing timestamp is the epoch
+            if winner_key is None or winner_key > stamp:  # earliest.After(ts): ties keep the first listed
+                winner_index, winner_key = index, stamp
 
         rule = self._rule(parsed, winner_index)
         parsed[winner_index] = replace(parsed[winner_index], selected=True)
@@ -325,7 +365,7 @@ class EarliestErrorReader:
             return RULE_ONLY_CANDIDATE
         if winner.error is not None and winner.error.timestamp_ns is None:
             return RULE_EPOCH
-        if any(c.sort_timestamp_ns == winner.sort_timestamp_ns for i, c in enumerate(parsed) if i != winner_index):
+        if any(c.order_key == winner.order_key for i, c in enumerate(parsed) if i != winner_index):
             return RULE_TIE
         return RULE_EARLIEST
 

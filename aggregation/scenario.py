@@ -76,6 +76,9 @@ class ScenarioSpec:
     observation_delay: float
     interruptible_failure_threshold: int
     plugin: PluginVariant
+    max_payload_bytes: int = defaults.MAX_PAYLOAD_BYTES  # storage.limits.maxDownloadMBs, in bytes
+    max_workflow_retries: int = defaults.MAX_WORKFLOW_RETRIES
+    default_max_attempts: int = defaults.DEFAULT_MAX_ATTEMPTS
     timings: dict[str, PodTiming] = field(default_factory=dict)
     attempts: tuple[tuple[SimEvent, ...], ...] = ()
     seed: int = 0
@@ -93,6 +96,24 @@ class ScenarioSpec:
             max_node_retries_system_failures=self.max_system_failures,
             ignore_retry_cause=self.ignore_retry_cause,
             interruptible_failure_threshold=self.interruptible_failure_threshold,
+            max_payload_bytes=self.max_payload_bytes,
+            max_workflow_retries=self.max_workflow_retries,
+            default_max_attempts=self.default_max_attempts,
+        )
+
+    def with_deployment(self, deployment) -> "ScenarioSpec":
+        """The scenario on a deployment whose propeller configuration says otherwise (see `deployment.py`)."""
+        config = deployment.propeller_config(self.propeller_config())
+        aggregation = deployment.error_aggregation
+        return replace(
+            self,
+            error_aggregation=self.error_aggregation if aggregation is None else aggregation,
+            max_system_failures=config.max_node_retries_system_failures,
+            ignore_retry_cause=config.ignore_retry_cause,
+            interruptible_failure_threshold=config.interruptible_failure_threshold,
+            max_payload_bytes=config.max_payload_bytes,
+            max_workflow_retries=config.max_workflow_retries,
+            default_max_attempts=config.default_max_attempts,
         )
 
     def with_plugin(self, plugin: str) -> "ScenarioSpec":
@@ -325,6 +346,12 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         if propeller.HasField("interruptible_failure_threshold")
         else defaults.INTERRUPTIBLE_FAILURE_THRESHOLD,
         plugin=plugin,
+        max_payload_bytes=propeller.max_download_mbs * 1024 * 1024
+        if propeller.HasField("max_download_mbs")
+        else defaults.MAX_PAYLOAD_BYTES,
+        max_workflow_retries=propeller.max_workflow_retries
+        if propeller.HasField("max_workflow_retries")
+        else defaults.MAX_WORKFLOW_RETRIES,
         timings=timings,
         attempts=tuple(attempts),
         seed=message.seed,

@@ -68,7 +68,9 @@ def test_json_has_exactly_the_documented_keys(prefix):
         "timestamp": "2026-11-30T00:53:20.000000005Z",
         "worker": "pod-a",
         "path": "error-a.pb",
+        "source": "error file",
     }
+    assert out["winning_file"] == out["error"]
     assert out["round_error"] is None
     assert out["task_phase"] == "RETRYABLE_FAILURE"
     assert out["node"] == {"decision": "RETRY", "code": None, "kind": None}
@@ -104,6 +106,10 @@ def test_outputs_declared_without_outputs_pb(prefix):
     prefix("other.txt", b"")
     out = explain_json(str(prefix.path), "--outputs-declared", "--retries", "1")
     assert out["task_phase"] == "RETRYABLE_FAILURE" and out["node"]["decision"] == "RETRY"
+    # handler.go ValidateOutput: no error file, outputs declared, outputs.pb missing -> OutputsNotFound
+    assert out["error"]["code"] == "OutputsNotFound" and out["error"]["kind"] == "UNKNOWN"
+    assert out["error"]["recoverable"] is True and out["error"]["source"] == "propeller rule"
+    assert out["winning_file"] is None
     prefix("outputs.pb", literals_pb2.LiteralMap().SerializeToString())
     assert explain_json(str(prefix.path), "--outputs-declared")["task_phase"] == "SUCCEEDED"
 

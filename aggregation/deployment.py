@@ -1,0 +1,137 @@
+"""A deployment's real settings, read from the propeller configuration it runs with (YAML, as deployed).
+
+Flyte reads its configuration with flytestdlib's `config` package (viper): sections are matched without
+regard to case and fields by their `json` tags. The settings the model needs, and the Go structs they
+fill (flyteorg/flyte v1.16.8):
+
+| key | Go field |
+|---|---|
+| `propeller.max-workflow-retries` | `flytepropeller/pkg/controller/config/config.go` `Config.MaxWorkflowRetries` |
+| `propeller.node-config.max-node-retries-system-failures` | same file, `NodeConfig.MaxNodeRetriesOnSystemFailures` |
+| `propeller.node-config.default-max-attempts` | `NodeConfig.DefaultMaxAttempts` |
+| `propeller.node-config.interruptible-failure-threshold` | `NodeConfig.InterruptibleFailureThreshold` |
+| `propeller.node-config.ignore-retry-cause` | `NodeConfig.IgnoreRetryCause` |
+| `plugins.k8s.enable-distributed-error-aggregation` | `flyteplugins/go/tasks/pluginmachinery/flytek8s/config/` |
+| | `config.go` `K8sPluginConfig.EnableDistributedErrorAggregation` |
+| `storage.limits.maxDownloadMBs` | `flytestdlib/storage/config.go` `LimitsConfig.GetLimitMegabytes` |
+
+Several files merge in order (flyte-core mounts one per concern), later ones winning. Keys the model
+does not use are ignored, as propeller ignores keys of sections it does not own; a value of the wrong
+type is a one-line error naming the file and the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Optional, Sequence
+
+from aggregation import defaults
+from aggregation.propeller import PropellerConfig
+
+MIB = 1024 * 1024
+INT32 = (-(1 << 31), (1 << 31) - 1)
+INT64 = (-(1 << 63), (1 << 63) - 1)
+
+# key path (lower case, as viper keeps it) -> (the model's name for it, type, range)
+SETTINGS: dict[tuple[str, ...], tuple[str, type, tuple[int, int]]] = {
+    ("propeller", "max-workflow-retries"): ("max_workflow_retries", int, INT64),
+    ("propeller", "node-config", "max-node-retries-system-failures"): ("max_node_retries_system_failures", int, INT64),
+    ("propeller", "node-config", "default-max-attempts"): ("default_max_attempts", int, INT32),
+    ("propeller", "node-config", "interruptible-failure-threshold"): ("interruptible_failure_threshold", int, INT32),
+    ("propeller", "node-config", "ignore-retry-cause"): ("ignore_retry_cause", bool, (0, 1)),
+    ("plugins", "k8s", "enable-distributed-error-aggregation"): ("error_aggregation", bool, (0, 1)),
+    ("storage", "limits", "maxdownloadmbs"): ("max_download_mbs", int, INT64),
+}
+
+
+class DeploymentConfigError(ValueError):
+    """A configuration file that cannot be read, or a value of the wrong type."""
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What the files say. `None`: no file sets it, so Flyte's default (or the scenario's) applies."""
+
+    values: dict
+    sources: tuple[str, ...] = ()
+
+    @property
+    def error_aggregation(self) -> Optional[bool]:
+        return self.values.get("error_aggregation")
+
+    def propeller_config(self, base: PropellerConfig = PropellerConfig()) -> PropellerConfig:
+        """`base` with every setting the files make; `maxDownloadMBs` becomes the payload limit in bytes
+        (`getMaxPayloadSize`: the reader is built with 0, so the limit is exactly maxDownloadMBs MiB)."""
+        changes = {k: v for k, v in self.values.items() if k not in ("error_aggregation", "max_download_mbs")}
+        if "max_download_mbs" in self.values:
+            changes["max_payload_bytes"] = self.values["max_download_mbs"] * MIB
+        return replace(base, **changes)
+
+
+def _lower_keys(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {str(k).lower(): _lower_keys(v) for k, v in node.items()}
+    return node
+
+
+def _coerce(path: str, value: Any, kind: type, bounds: tuple[int, int], source: str) -> Any:
+    """Weakly typed like flytestdlib's decoder: "10" is 10, "true" is true; anything else must fit."""
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise DeploymentConfigError(f"{source}: {path}: expected true or false, got {value!r}")
+    if isinstance(value, str):
+        try:
+            value = int(value.strip(), 0)
+        except ValueError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DeploymentConfigError(f"{source}: {path}: expected an integer, got {value!r}")
+    if not bounds[0] <= value <= bounds[1]:
+        raise DeploymentConfigError(f"{source}: {path}: {value} does not fit the Go field ({bounds[0]}..{bounds[1]})")
+    return value
+
+
+def parse_deployment(text: str, source: str) -> dict:
+    """One YAML document's settings, by the model's names."""
+    import yaml
+
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise DeploymentConfigError(f"{source}:{where} not valid YAML ({getattr(e, 'problem', e)})") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise DeploymentConfigError(f"{source}: expected a mapping of configuration sections at the top")
+    document = _lower_keys(document)
+    values = {}
+    for path, (name, kind, bounds) in SETTINGS.items():
+        node: Any = document
+        for step in path:
+            if not isinstance(node, dict) or step not in node:
+                node = None
+                break
+            node = node[step]
+        if node is not None:
+            values[name] = _coerce(".".join(path), node, kind, bounds, source)
+    return values
+
+
+def load_deployment(paths: Sequence[str]) -> Deployment:
+    """Merge the files in order (later files win), as propeller merges its `--config` files."""
+    values: dict = {}
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read(defaults.MAX_CONFIG_BYTES + 1)
+        except (OSError, UnicodeDecodeError) as e:
+            raise DeploymentConfigError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+        if len(text) > defaults.MAX_CONFIG_BYTES:
+            raise DeploymentConfigError(f"{path}: larger than {defaults.MAX_CONFIG_BYTES} bytes: not a config file")
+        values.update(parse_deployment(text, path))
+    return Deployment(values, tuple(paths))

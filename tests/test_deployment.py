@@ -1,0 +1,116 @@
+"""A deployment's own propeller configuration drives the verdict (flytepropeller config.go `Config`/`NodeConfig`,
+flyteplugins flytek8s/config `K8sPluginConfig.EnableDistributedErrorAggregation`, flytestdlib storage
+`LimitsConfig.GetLimitMegabytes`, read through flytestdlib's case-insensitive viper sections)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from conftest import AGGSIM, ROOT, T0
+
+from aggregation.deployment import DeploymentConfigError, load_deployment
+from aggregation.documents import error_document_bytes
+
+EXAMPLE = str(ROOT / "examples" / "propeller-config.yaml")
+
+
+def aggsim(*args, expect=0):
+    result = subprocess.run([AGGSIM, *args], capture_output=True, text=True, timeout=120)
+    assert result.returncode == expect, result.stderr
+    return result
+
+
+@pytest.fixture
+def two_files(tmp_path):
+    """error.pb (last writer, NON_RECOVERABLE) and an earlier recoverable error-a.pb."""
+    (tmp_path / "error.pb").write_bytes(error_document_bytes(code="USER:RuntimeError", timestamp_ns=T0 + 10**9))
+    (tmp_path / "error-a.pb").write_bytes(
+        error_document_bytes(code="USER:Recoverable", recoverable=True, timestamp_ns=T0)
+    )
+    return tmp_path
+
+
+def write(tmp_path, text, name="config.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_the_deployment_s_flag_picks_the_reader(two_files, tmp_path):
+    off = write(tmp_path, "plugins:\n  k8s:\n    enable-distributed-error-aggregation: false\n", "off.yaml")
+    on = json.loads(aggsim("explain", str(two_files), "--propeller-config", EXAMPLE, "--json").stdout)
+    assert on["strategy"] == "earliest" and on["error"]["code"] == "USER:Recoverable"
+    flag_off = json.loads(aggsim("explain", str(two_files), "--propeller-config", off, "--json").stdout)
+    assert flag_off["strategy"] == "default" and flag_off["error"]["code"] == "USER:RuntimeError"
+    # a flag on the command line wins over the file; later files win over earlier ones
+    forced = aggsim("explain", str(two_files), "--propeller-config", off, "--strategy", "earliest", "--json")
+    assert json.loads(forced.stdout)["strategy"] == "earliest"
+    merged = aggsim("explain", str(two_files), "--propeller-config", EXAMPLE, "--propeller-config", off, "--json")
+    assert json.loads(merged.stdout)["strategy"] == "default"
+
+
+def test_max_download_mbs_from_the_file_or_the_flag_sets_the_size_limit(tmp_path):
+    big = error_document_bytes(code="USER:Big", message="x" * (3 * 1024 * 1024), timestamp_ns=T0)
+    (tmp_path / "error.pb").write_bytes(big)
+    default = json.loads(aggsim("explain", str(tmp_path), "--strategy", "default", "--json").stdout)
+    assert default["task_phase"] == "ROUND_FAILED" and "max allowed [2097152] bytes" in default["round_error"]
+    with_file = json.loads(aggsim("explain", str(tmp_path), "--propeller-config", EXAMPLE, "--json").stdout)
+    assert with_file["task_phase"] == "PERMANENT_FAILURE" and with_file["error"]["code"] == "USER:Big"
+    flag = json.loads(aggsim("explain", str(tmp_path), "--max-download-mb", "3", "--json").stdout)
+    assert flag["task_phase"] == "ROUND_FAILED"  # 3 MiB of message plus the rest is over 3 MiB
+    flag = json.loads(aggsim("explain", str(tmp_path), "--max-download-mb", "4", "--json").stdout)
+    assert flag["task_phase"] == "PERMANENT_FAILURE"
+
+
+def test_sections_match_without_case_and_unknown_keys_are_ignored(tmp_path):
+    path = write(
+        tmp_path,
+        "Storage:\n  Limits:\n    MAXDOWNLOADMBS: '7'\n  type: s3\nPropeller:\n  Node-Config:\n"
+        "    max-node-retries-system-failures: 5\n  unrelated: {a: 1}\nadmin: {endpoint: dns:///x}\n",
+    )
+    deployment = load_deployment([path])
+    config = deployment.propeller_config()
+    assert config.max_payload_bytes == 7 * 1024 * 1024 and config.max_node_retries_system_failures == 5
+    assert deployment.error_aggregation is None  # not set: the scenario's (or Flyte's default) stays
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("storage:\n  limits:\n    maxDownloadMBs: lots\n", "storage.limits.maxdownloadmbs: expected an integer"),
+        ("plugins:\n  k8s:\n    enable-distributed-error-aggregation: 2\n", "expected true or false"),
+        ("propeller:\n  node-config:\n    default-max-attempts: 99999999999\n", "does not fit"),
+        ("propeller: [1, 2\n", "not valid YAML"),
+        ("- a list\n", "expected a mapping"),
+    ],
+)
+def test_bad_configuration_is_one_line_naming_the_file_and_key(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(DeploymentConfigError, match=message):
+        load_deployment([path])
+    result = aggsim("explain", str(tmp_path), "--propeller-config", path, expect=2)
+    assert message in result.stderr and path in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_simulate_and_sweep_play_the_scenario_on_the_deployment(tmp_path):
+    record = json.loads(
+        aggsim("simulate", "preemption_during_training_no_aggregation", "--propeller-config", EXAMPLE, "--json").stdout
+    )
+    assert record["error_aggregation"] is True and record["final_phase"] == "RETRIED_THEN_SUCCEEDED"
+    sweep = json.loads(
+        aggsim(
+            "sweep",
+            "preemption_during_training",
+            "--vary",
+            "timings.upload_seconds=0.05,3",
+            "--propeller-config",
+            EXAMPLE,
+            "--json",
+        ).stdout
+    )
+    assert {cell["aggregation"] for cell in sweep["cells"]} == {True}
+    missing = aggsim("simulate", "preemption_during_training", "--propeller-config", str(tmp_path / "nope"), expect=2)
+    assert "cannot read" in missing.stderr
