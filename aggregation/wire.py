@@ -195,7 +195,22 @@ ERROR_DOCUMENT = {(1, BYTES): _message_field("error", CONTAINER_ERROR)}
 
 
 def decode_error_document(data: bytes) -> errors_pb2.ErrorDocument:
-    """`proto.Unmarshal(data, &core.ErrorDocument{})`; raises `WireError` where Go returns an error."""
+    """`proto.Unmarshal(data, &core.ErrorDocument{})`; raises `WireError` where Go returns an error.
+
+    Fast path: bytes that upb parses and that are exactly the canonical encoding of what it parsed (what
+    every protobuf writer, flytekit's included, produces) hold only known fields, minimal varints and valid
+    UTF-8 (unknown fields are dropped before comparing, so any make it differ), and Go reads the same message
+    from them. Anything else goes through the decoder above.
+    """
+    data = bytes(data)
     document = errors_pb2.ErrorDocument()
-    _decode(bytes(data), document, ERROR_DOCUMENT)
+    try:
+        document.ParseFromString(data)
+        document.DiscardUnknownFields()  # unknown bytes are kept raw by upb: they must take the slow path
+        if document.SerializeToString(deterministic=True) == data:
+            return document
+    except DecodeError:
+        pass
+    document = errors_pb2.ErrorDocument()
+    _decode(data, document, ERROR_DOCUMENT)
     return document

@@ -76,6 +76,16 @@ def test_a_varint_past_64_bits_fails_as_go_does():
     assert decode_error_document(largest).error.kind == -1
 
 
+def test_the_fast_path_never_lets_through_what_go_refuses():
+    """A canonical document plus an unknown field upb keeps raw (an overflowing varint): Go fails the round."""
+    canonical = error_document_bytes(code="USER:X", timestamp_ns=T0, worker="w")
+    assert decode_error_document(canonical) == upb(canonical)
+    data = canonical + tag(7, 0) + bytes([0xFF] * 9 + [0x02])
+    upb(data)
+    with pytest.raises(WireError):
+        decode_error_document(data)
+
+
 def nested_groups(depth: int, number: int = 7) -> bytes:
     return tag(number, 3) * depth + tag(number, 4) * depth
 
