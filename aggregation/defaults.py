@@ -21,6 +21,8 @@ DEFAULT_MAX_ATTEMPTS = 1  # NodeConfig.DefaultMaxAttempts
 INTERRUPTIBLE_FAILURE_THRESHOLD = -1  # NodeConfig.InterruptibleFailureThreshold
 IGNORE_RETRY_CAUSE = False  # NodeConfig.IgnoreRetryCause
 MAX_WORKFLOW_RETRIES = 10  # Config.MaxWorkflowRetries
+# A failed round is requeued rate-limited: Queue's base delay is 0 s, and the batching interval 1 s
+ROUND_RETRY_SECONDS = 1.0  # Config.Queue.BatchingInterval (CompositeQueueBatch), with BaseDelay 0
 
 # --- storage (flytestdlib storage/config.go: LimitsConfig.GetLimitMegabytes default 2) ----------------------------
 MAX_DOWNLOAD_MBS = 2

@@ -29,8 +29,9 @@ def run_attempt(
     resumed_from: Optional[int],
     pods: Pods,
     config: Optional[PropellerConfig] = None,
+    failed_rounds: int = 0,
 ) -> AttemptResult:
-    world = Attempt(spec, attempt, state, pods, config)
+    world = Attempt(spec, attempt, state, pods, config, failed_rounds)
     try:
         world.run()
     finally:
@@ -50,7 +51,10 @@ def run_execution(
     attempts: list[AttemptResult] = []
     for attempt in range(max_attempts):
         resumed_from = attempt - 1 if attempts and attempts[-1].wrote_checkpoint else None
-        result = run_attempt(spec, attempt, state, resumed_from, make_pods(attempt, resumed_from), config)
+        failed_rounds = attempts[-1].failed_rounds if attempts else 0  # the workflow's count carries over
+        result = run_attempt(
+            spec, attempt, state, resumed_from, make_pods(attempt, resumed_from), config, failed_rounds
+        )
         attempts.append(result)
         decision = result.decision
         if decision.decision is Decision.RETRY:

@@ -1,10 +1,17 @@
-"""Propeller as an actor on the attempt's clock: the round that observes the terminal job decides.
+"""Propeller as an actor on the attempt's clock: its rounds observe the job and, once it is terminal, decide.
 
 Propeller's rounds are periodic, so the first round after the job turns terminal comes some time later
 (the scenario's `observation_delay_seconds`). That round reads the output prefix as it is at that
 moment (`snapshot`), only if the job Succeeded (`plugin_manager.go` builds the error reader only then),
-and decides the node's fate with the rules of `propeller.py`. The round runs after everything else that
+and decides the node's fate with the rules of `propeller.py`. A round runs after everything else that
 happens at the same instant, so an upload at the very moment it looks is seen.
+
+A round whose reader returns a Go error (a listing or read failure, a file it cannot decode or that is
+too large) fails: `handler.go` `streak` records it (`RecordSystemError`: the workflow's FailedAttempts + 1)
+and the workflow is requeued, so another round runs `round_retry_seconds` later and reads the prefix as it
+is then. A round that starts with more failed rounds than `max-workflow-retries` aborts the workflow
+instead (`TryMutateWorkflow` -> `HandleAbortedWorkflow`: SYSTEM "Workflow abort failed"). The count is the
+workflow's, so it carries over from one attempt to the next.
 """
 
 from __future__ import annotations
@@ -16,7 +23,15 @@ from aggregation.engine import Clock
 from aggregation.explain import explain_prefix
 from aggregation.kinds import JobCondition
 from aggregation.pods import Upload
-from aggregation.propeller import NodeDecision, NodeState, PropellerConfig, TaskOutcome, node_decision, task_outcome
+from aggregation.propeller import (
+    NodeDecision,
+    NodeState,
+    PropellerConfig,
+    TaskOutcome,
+    TaskPhase,
+    node_decision,
+    task_outcome,
+)
 from aggregation.readers import DEFAULT, EARLIEST, ReadResult
 from aggregation.scenario import ScenarioSpec
 from aggregation.storage import OutputPrefix
@@ -47,6 +62,7 @@ class PropellerActor:
         config: PropellerConfig,
         snapshot: Snapshot,
         log: Callable[[Event], None],
+        failed_rounds: int = 0,
     ) -> None:
         self.clock = clock
         self.spec = spec
@@ -54,14 +70,22 @@ class PropellerActor:
         self.config = config
         self.snapshot = snapshot
         self.log = log
+        self.failed_rounds = failed_rounds  # the workflow's Status.FailedAttempts
+        self.last_round_error: Optional[str] = None
         self.observation: Optional[Observation] = None
 
     def job_terminal(self, condition: JobCondition) -> None:
         """The operator set a terminal condition now: the next round observes it."""
-        self.clock.at(self.clock.now + self.spec.observation_delay, lambda: self.observe(condition), late=True)
+        self._next_round(condition, self.spec.observation_delay)
 
-    def observe(self, condition: JobCondition) -> None:
+    def _next_round(self, condition: JobCondition, after: float) -> None:
+        self.clock.at(self.clock.now + after, lambda: self.round(condition), late=True)
+
+    def round(self, condition: JobCondition) -> None:
         spec = self.spec
+        if self.failed_rounds > self.config.max_workflow_retries:
+            self._abort(condition)
+            return
         if condition is not JobCondition.SUCCEEDED:
             # GetPhaseInfo maps Failed to a retryable DownstreamSystemError; no file is read
             outcome = task_outcome(JobCondition.FAILED, condition_message="a pod failed")
@@ -76,7 +100,32 @@ class PropellerActor:
             self.state,
             self.config,
         )
+        if explanation.outcome.phase is TaskPhase.ROUND_FAILED:
+            self.failed_rounds += 1
+            self.last_round_error = explanation.outcome.round_error
+            self.log(
+                Event(
+                    self.clock.now,
+                    "propeller",
+                    What.ROUND_FAILED,
+                    reason=self.last_round_error or "",
+                    count=self.failed_rounds,
+                )
+            )
+            self._next_round(condition, spec.round_retry)
+            return
         self._decided(condition, seen, explanation.read, explanation.outcome, explanation.decision)
+
+    def _abort(self, condition: JobCondition) -> None:
+        """`HandleAbortedWorkflow`: the workflow fails with SYSTEM "Workflow abort failed"."""
+        outcome = TaskOutcome(
+            TaskPhase.ROUND_FAILED,
+            reason=f"{self.failed_rounds} failed rounds, more than max-workflow-retries",
+            round_error=self.last_round_error,
+        )
+        decision = node_decision(outcome, self.spec.retries, self.state, self.config)
+        self.log(Event(self.clock.now, "propeller", What.WORKFLOW_ABORTED, reason=decision.message))
+        self.observation = Observation(self.clock.now, condition, (), None, outcome, decision)
 
     def _decided(self, condition, seen, read, outcome, decision) -> None:
         self.observation = Observation(self.clock.now, condition, seen, read, outcome, decision)

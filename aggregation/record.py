@@ -57,6 +57,7 @@ def _attempt(record: pb.Execution, attempt: AttemptResult) -> None:
         wrote_checkpoint=attempt.wrote_checkpoint,
         preempted=attempt.preempted,
         runs_on_interruptible=attempt.on_interruptible,
+        failed_rounds=attempt.failed_rounds,
     )
     for event in attempt.timeline:
         _timeline_entry(item, event)

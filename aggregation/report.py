@@ -74,6 +74,8 @@ def verdict_lines(attempt: AttemptResult) -> list[Text]:
         )
     elif read is not None:
         won = literal(f"propeller: {read.rule}")
+    elif attempt.outcome.phase.value == "ROUND_FAILED":
+        won = literal(f"propeller: {attempt.failed_rounds} failed rounds, more than max-workflow-retries: aborted")
     elif attempt.job_condition == "Running":
         won = Text("propeller: the job never ends, nothing is read")
     else:

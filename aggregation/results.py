@@ -46,6 +46,7 @@ class AttemptResult:
     completed: bool
     genuine_error_masked: bool
     on_interruptible: bool
+    failed_rounds: int = 0  # the workflow's failed propeller rounds so far (FailedAttempts), this attempt's included
 
     @property
     def winner(self) -> Optional[Upload]:

@@ -47,14 +47,19 @@ class PodTiming:
     join_timeout: float = defaults.JOIN_TIMEOUT_SECONDS
 
 
+EVENT_KINDS = ("preemption", "worker_error", "completion", "checkpoint", "storage_outage", "truncated_upload")
+
+
 @dataclass(frozen=True)
 class SimEvent:
     at: float
-    kind: str  # "preemption" | "worker_error" | "completion" | "checkpoint"
+    kind: str  # "preemption" | "worker_error" | "completion" | "checkpoint" | "storage_outage" | "truncated_upload"
     pod: str = ""
     recoverable: bool = False
     lands_during_fork: bool = False
     message: str = ""
+    duration: float = 0.0  # storage_outage
+    keep_bytes: int = 0  # truncated_upload
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,7 @@ class ScenarioSpec:
     max_payload_bytes: int = defaults.MAX_PAYLOAD_BYTES  # storage.limits.maxDownloadMBs, in bytes
     max_workflow_retries: int = defaults.MAX_WORKFLOW_RETRIES
     default_max_attempts: int = defaults.DEFAULT_MAX_ATTEMPTS
+    round_retry: float = defaults.ROUND_RETRY_SECONDS
     timings: dict[str, PodTiming] = field(default_factory=dict)
     attempts: tuple[tuple[SimEvent, ...], ...] = ()
     seed: int = 0
@@ -269,6 +275,14 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
     non_negative(
         message.propeller.observation_delay_seconds, r"observation_delay_seconds", "propeller.observation_delay_seconds"
     )
+    if message.propeller.HasField("round_retry_seconds") and not (
+        0 < message.propeller.round_retry_seconds < float("inf")
+    ):
+        raise where.error(
+            where.line_of(r"round_retry_seconds"),
+            "propeller.round_retry_seconds",
+            f"must be > 0 and finite, got {message.propeller.round_retry_seconds}",
+        )
 
     for proto_name in ("rendezvous_seconds", "agent_shutdown_seconds", "upload_seconds", "failure_detection_seconds"):
         for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
@@ -295,14 +309,21 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
             event_occurrence += 1
             kind = event.WhichOneof("kind")
             if kind is None:
-                raise where.error(line, field_path, "missing: one of preemption, worker_error, completion, checkpoint")
+                raise where.error(line, field_path, f"missing: one of {', '.join(EVENT_KINDS)}")
             if event.at_seconds < 0 or event.at_seconds != event.at_seconds:
                 raise where.error(line, f"{field_path}.at_seconds", f"must be >= 0, got {event.at_seconds}")
-            if kind in ("preemption", "worker_error", "checkpoint") and not event.pod and kind != "checkpoint":
+            if kind in ("preemption", "worker_error", "truncated_upload") and not event.pod:
                 raise where.error(line, f"{field_path}.pod", f"missing: a {kind} needs the pod it happens to")
+            if kind == "storage_outage" and event.pod:
+                raise where.error(line, f"{field_path}.pod", "a storage outage is the store's, not a pod's")
+            outage = event.storage_outage.duration_seconds
+            if kind == "storage_outage" and not (0 < outage < float("inf")):
+                raise where.error(
+                    line, f"{field_path}.storage_outage.duration_seconds", f"must be > 0 and finite, got {outage}"
+                )
             if event.pod and event.pod not in timings:
                 raise where.error(line, f"{field_path}.pod", f"unknown pod {event.pod!r} (pods: {', '.join(pods)})")
-            if event.at_seconds > training and kind != "completion":
+            if event.at_seconds > training and kind not in ("completion", "storage_outage", "truncated_upload"):
                 raise where.error(
                     line,
                     f"{field_path}.at_seconds",
@@ -318,6 +339,8 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
                     recoverable=event.worker_error.recoverable if kind == "worker_error" else False,
                     lands_during_fork=event.preemption.lands_during_fork if kind == "preemption" else False,
                     message=event.worker_error.message if kind == "worker_error" else "",
+                    duration=outage if kind == "storage_outage" else 0.0,
+                    keep_bytes=event.truncated_upload.keep_bytes if kind == "truncated_upload" else 0,
                 )
             )
         attempts.append(tuple(sorted(events, key=lambda ev: ev.at)))
@@ -352,6 +375,9 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         max_workflow_retries=propeller.max_workflow_retries
         if propeller.HasField("max_workflow_retries")
         else defaults.MAX_WORKFLOW_RETRIES,
+        round_retry=propeller.round_retry_seconds
+        if propeller.HasField("round_retry_seconds")
+        else defaults.ROUND_RETRY_SECONDS,
         timings=timings,
         attempts=tuple(attempts),
         seed=message.seed,

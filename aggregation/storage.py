@@ -252,3 +252,21 @@ def open_prefix(location: str, storage_options: Optional[dict] = None) -> Output
     if location.startswith("file://") and not storage_options:
         return LocalPrefix(location[len("file://") :], location)
     return FsspecPrefix(location, storage_options)
+
+
+class UnavailablePrefix:
+    """A prefix whose store fails every request (a scenario's storage outage): each one is a Go error."""
+
+    def __init__(self, location: str, why: str) -> None:
+        self.location = location
+        self.why = why
+        self.requests = RequestCounter()
+
+    def list_pages(self, key_prefix: str) -> Iterator[Sequence[ObjectEntry]]:
+        raise StorageError(f"failed to list {self.location}: {self.why}")
+
+    def head(self, key: str) -> Optional[int]:
+        raise StorageError(f"failed to stat {self.location}/{key}: {self.why}")
+
+    def read(self, key: str) -> bytes:
+        raise StorageError(f"failed to read {self.location}/{key}: {self.why}")

@@ -29,6 +29,10 @@ class What(NamedEnum):
     JOB_TERMINAL = "job_terminal"
     DELETES_POD = "deletes_pod"  # the operator's CleanPodPolicy
     OBSERVES = "observes"  # propeller's round that observes the terminal job
+    ROUND_FAILED = "round_failed"  # the reader returned a Go error: the round fails, the next one retries
+    WORKFLOW_ABORTED = "workflow_aborted"  # more failed rounds than max-workflow-retries
+    STORAGE_OUTAGE = "storage_outage"  # the blob store fails propeller's requests for a while
+    UPLOAD_TRUNCATED = "upload_truncated"  # a pod's upload landed cut short
     STILL_RUNNING = "still_running"  # a real pod still running when the run stops watching: reaped
 
 
@@ -102,6 +106,14 @@ class Event(NamedTuple):
             if self.condition == "Succeeded":
                 return f"observes job {self.condition}; reads the {self.count} error file(s) uploaded by then"
             return f"observes job {self.condition}; reads no file"
+        if what is w.ROUND_FAILED:
+            return f"round fails ({self.count} failed so far): {self.reason}"
+        if what is w.WORKFLOW_ABORTED:
+            return f"aborts the workflow: {self.reason}"
+        if what is w.STORAGE_OUTAGE:
+            return f"fails every request for {self.reason} s"
+        if what is w.UPLOAD_TRUNCATED:
+            return f"{self.file} lands cut to {self.count} bytes"
         if what is w.STILL_RUNNING:
             return "still running after the verdict: reaped"
         return what.value  # pragma: no cover - every What is described above

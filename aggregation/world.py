@@ -9,6 +9,7 @@ and decides.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional, Protocol
 
 from aggregation.engine import Clock
@@ -27,7 +28,7 @@ from aggregation.propeller import (
 from aggregation.propeller_actor import PropellerActor
 from aggregation.results import AttemptResult, winning_upload
 from aggregation.scenario import ScenarioSpec
-from aggregation.storage import OutputPrefix
+from aggregation.storage import OutputPrefix, UnavailablePrefix
 from aggregation.timeline import Event, What
 
 
@@ -94,13 +95,22 @@ class Attempt:
     """The world of one attempt. Pods report to it: `log`, `upload`, `pod_exited`."""
 
     def __init__(
-        self, spec: ScenarioSpec, attempt: int, state: NodeState, pods: Pods, config: Optional[PropellerConfig] = None
+        self,
+        spec: ScenarioSpec,
+        attempt: int,
+        state: NodeState,
+        pods: Pods,
+        config: Optional[PropellerConfig] = None,
+        failed_rounds: int = 0,
     ) -> None:
         self.spec = spec
         self.attempt = attempt
         self.state = state
         self.pods = pods
         self.config = config or spec.propeller_config()
+        self.failed_rounds_before = failed_rounds  # the workflow's failed rounds in earlier attempts
+        self.outages: list[tuple[float, float]] = []  # the blob store fails propeller's requests in [start, end)
+        self.truncated: dict[str, int] = {}  # pod -> bytes its uploads keep from now on
         self.clock: Clock = Clock()  # the pods' start() replaces it with theirs
         self.timeline: list[Event] = []
         self.uploads: list[Upload] = []
@@ -116,6 +126,10 @@ class Attempt:
         self.timeline.append(event)
 
     def upload(self, upload: Upload) -> None:
+        keep = self.truncated.get(upload.pod)
+        if keep is not None:  # a partial write: the object holds only the first `keep` bytes
+            upload = replace(upload, content=upload.data()[:keep])
+            self.log(Event(self.clock.now, upload.pod, What.UPLOAD_TRUNCATED, file=upload.name, count=keep))
         self.uploads.append(upload)
 
     def pod_exited(self, pod: str, code: int) -> None:
@@ -132,7 +146,7 @@ class Attempt:
             spec.elastic, spec.pods[0], spec.clean_pod_policy, self.running_pods, self._delete_pod, self._job_terminal
         )
         self.propeller = PropellerActor(
-            self.clock, spec, self.state, self.config, lambda: self.pods.snapshot(tuple(self.uploads)), self.log
+            self.clock, spec, self.state, self.config, self._snapshot, self.log, self.failed_rounds_before
         )
         self._schedule_scenario()
         self.clock.run(self._done)
@@ -140,6 +154,14 @@ class Attempt:
         if observation is not None:
             for pod in self.running_pods():  # only a wall clock stops before every pod has exited
                 self.log(Event(self.clock.now, pod, What.STILL_RUNNING))
+
+    def _snapshot(self) -> tuple[OutputPrefix, tuple[Upload, ...]]:
+        """The prefix as propeller's round can read it now: through the scenario's storage outage, if any."""
+        prefix, seen = self.pods.snapshot(tuple(self.uploads))
+        now = self.clock.now
+        if any(start <= now < end for start, end in self.outages):
+            return UnavailablePrefix(prefix.location, "the blob store is unavailable (scenario storage outage)"), seen
+        return prefix, seen
 
     def running_pods(self) -> list[str]:
         return [pod for pod in self.spec.pods if pod not in self.exits]
@@ -154,6 +176,14 @@ class Attempt:
                 clock.at(event.at, lambda e=event: pods.worker_error(e.pod, e.recoverable, e.message))
             elif event.kind == "checkpoint":
                 clock.at(event.at, pods.checkpoint)
+            elif event.kind == "storage_outage":
+                self.outages.append((event.at, event.at + event.duration))
+                clock.at(
+                    event.at,
+                    lambda e=event: self.log(Event(e.at, "blob store", What.STORAGE_OUTAGE, reason=f"{e.duration:g}")),
+                )
+            elif event.kind == "truncated_upload":
+                clock.at(event.at, lambda e=event: self.truncated.__setitem__(e.pod, e.keep_bytes))
         completion = next((e.at for e in events if e.kind == "completion"), self.spec.training_seconds)
         clock.at(completion, pods.complete)
 
@@ -210,4 +240,5 @@ class Attempt:
             completed=self.pods.completed(),
             genuine_error_masked=masked,
             on_interruptible=runs_on_interruptible(self.state, spec.interruptible, spec.retries, self.config),
+            failed_rounds=self.propeller.failed_rounds,
         )

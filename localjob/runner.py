@@ -36,6 +36,11 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> st
         )
     for index, events in enumerate(spec.attempts):
         for event in events:
+            if event.kind in ("storage_outage", "truncated_upload"):
+                raise LocalJobError(
+                    f"attempts[{index}]: {event.kind} cannot be played for real "
+                    "(the local blob store is a directory: it neither fails requests nor keeps partial writes)"
+                )
             if event.lands_during_fork:
                 raise LocalJobError(
                     f"attempts[{index}]: preemption.lands_during_fork cannot be played for real "

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT, SCENARIOS  # noqa: E402
+from conftest import AGGSIM, ROOT, SCENARIOS  # noqa: E402
 
 from aggregation.cli import main
 from aggregation.explore import Variation, default_variations, outcome_of, sweep
@@ -78,6 +78,22 @@ EXPECTED = {
         "upstream": ("RETRIED_THEN_SUCCEEDED", 2, "OutputsNotFound"),
         "seed-pr": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),
         "recoverable": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),
+    },
+    # propeller's rounds on the clock: failed rounds are retried, a later round reads the prefix as it is then
+    "storage_outage_during_the_read": {
+        "upstream": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),  # by then the survivor's error is there
+        "seed-pr": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
+        "recoverable": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),
+    },
+    "truncated_error_pb_replaced": {
+        "upstream": ("SUCCEEDED_SILENTLY", 1, None),  # upstream writes nothing: nothing to truncate
+        "seed-pr": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
+        "recoverable": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
+    },
+    "rounds_keep_failing": {
+        "upstream": ("SUCCEEDED_SILENTLY", 1, None),
+        "seed-pr": ("FAILED_PERMANENTLY", 1, None),  # the workflow is aborted: no task error at all
+        "recoverable": ("FAILED_PERMANENTLY", 1, None),
     },
 }
 
@@ -360,3 +376,86 @@ def test_a_job_that_never_ends_is_still_running_not_an_invented_failure():
     assert execution.final_phase.value == "STILL_RUNNING"
     assert attempt.job_condition == "Running" and attempt.decision.decision.value == "WAIT"
     assert not any(e.what is What.JOB_TERMINAL for e in attempt.timeline) and attempt.exits == {}
+
+
+# --- propeller's rounds on the clock (handler.go streak / RecordSystemError / TryMutateWorkflow) ---------------
+
+
+def rounds(execution, what):
+    return [e for a in execution.attempts for e in a.timeline if e.what is what]
+
+
+def test_failed_rounds_are_retried_and_a_later_round_reads_the_prefix_as_it_is_then():
+    """handler.go `streak`: a Go error from the reader fails the round (RecordSystemError) and the workflow is
+    requeued; the next round reads again. Rounds in the outage fail; the first after it decides."""
+    execution = run("storage_outage_during_the_read", "recoverable")
+    failed = rounds(execution, What.ROUND_FAILED)
+    assert [round(e.at, 3) for e in failed] == [31.68, 32.68, 33.68]  # every round_retry_seconds
+    assert [e.count for e in failed] == [1, 2, 3] and all("unavailable" in e.reason for e in failed)
+    first = execution.attempts[0]
+    assert first.observed_at == pytest.approx(34.68) and first.failed_rounds == 3
+    assert {u.name for u in first.seen} == {u.name for u in first.uploads}  # the late survivor file is seen
+
+
+def test_a_sibling_s_later_write_replaces_the_file_that_failed_the_rounds():
+    execution = run("truncated_error_pb_replaced", "recoverable")
+    failed = rounds(execution, What.ROUND_FAILED)
+    assert len(failed) == 2 and all("cannot parse invalid wire-format data" in e.reason for e in failed)
+    assert execution.attempts[0].outcome.error.code == "USER:RuntimeError"
+
+
+def test_rounds_that_keep_failing_abort_the_workflow_after_max_workflow_retries():
+    """TryMutateWorkflow: a round that starts with FailedAttempts > max-workflow-retries aborts the workflow;
+    executor.go HandleAbortedWorkflow fails it with SYSTEM 'Workflow abort failed'."""
+    execution = run("rounds_keep_failing", "recoverable")
+    assert len(rounds(execution, What.ROUND_FAILED)) == 11
+    (aborted,) = rounds(execution, What.WORKFLOW_ABORTED)
+    assert "max number of system retry attempts [11/10] exhausted" in aborted.reason
+    assert (execution.final_code, execution.final_kind) == ("Workflow abort failed", "SYSTEM")
+    text = SCENARIOS.joinpath("rounds_keep_failing.textproto").read_text()
+    fewer = parse_scenario(
+        text.replace("observation_delay_seconds: 1", "observation_delay_seconds: 1\n  max_workflow_retries: 2")
+    )
+    execution = simulate(fewer)
+    assert len(rounds(execution, What.ROUND_FAILED)) == 3
+    assert "[3/2]" in rounds(execution, What.WORKFLOW_ABORTED)[0].reason
+
+
+def test_failed_rounds_count_for_the_whole_workflow_across_attempts():
+    """FailedAttempts lives in the workflow's status and nothing resets it: attempts share the budget."""
+    text = SCENARIOS.joinpath("storage_outage_during_the_read.textproto").read_text()
+    text = text.replace("round_retry_seconds: 1", "round_retry_seconds: 1\n  max_workflow_retries: 4")
+    text = text.replace(
+        "attempts {",
+        'attempts {\n  events { at_seconds: 30.6 pod: "train-worker-1" preemption {} }\n'
+        "  events { at_seconds: 31 storage_outage { duration_seconds: 3.5 } }\n}\nattempts {",
+        1,
+    )
+    execution = simulate(parse_scenario(text))
+    assert execution.attempts[0].failed_rounds == 3
+    assert len(execution.attempts) == 2 and execution.attempts[1].failed_rounds == 5  # 3 + 2 > 4: aborted
+    assert execution.final_code == "Workflow abort failed"
+
+
+@pytest.mark.parametrize(
+    "snippet, field",
+    [
+        ("events { at_seconds: 31 storage_outage { duration_seconds: 0 } }", "storage_outage.duration_seconds"),
+        ('events { at_seconds: 31 pod: "train-worker-0" storage_outage { duration_seconds: 1 } }', "pod"),
+        ("events { at_seconds: 31 truncated_upload { keep_bytes: 1 } }", "pod"),
+    ],
+)
+def test_bad_fault_events_name_their_field(snippet, field):
+    text = SCENARIOS.joinpath("storage_outage_during_the_read.textproto").read_text()
+    text = text.replace("events { at_seconds: 31 storage_outage { duration_seconds: 3.5 } }", snippet)
+    with pytest.raises(ScenarioError, match=field):
+        parse_scenario(text)
+
+
+@pytest.mark.parametrize("scenario", ["storage_outage_during_the_read", "rounds_keep_failing"])
+def test_run_local_refuses_store_faults_it_cannot_play_for_real(scenario):
+    """One line, exit 2, before any process starts: the local blob store is a directory."""
+    pytest.importorskip("flytekit")
+    result = subprocess.run([AGGSIM, "run-local", scenario], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "cannot be played for real" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
