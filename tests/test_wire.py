@@ -294,3 +294,41 @@ def test_a_file_that_grows_after_its_head_fails_the_round_on_read():
     reader = EarliestErrorReader(max_payload_bytes=len(small) + 10)
     result = reader.read(Growing([("error-a.pb", small)]))
     assert result.round_error and "LIMIT_EXCEEDED" in result.round_error and "maxDownloadMBs" in result.round_error
+
+
+@st.composite
+def prefixes(draw):
+    """1-4 error files: canonical documents with any stamp, or arbitrary bytes."""
+    files = []
+    for index in range(draw(st.integers(1, 4))):
+        if draw(st.booleans()):
+            data = stamped(draw(INT64), draw(INT32), f"w{index}")
+        else:
+            data = draw(st.binary(max_size=40))
+        files.append((f"error-{index}.pb", data))
+    return files
+
+
+@settings(max_examples=300, deadline=None)
+@given(prefixes())
+def test_explain_never_crashes_and_follows_the_go_rules_on_any_prefix(files):
+    """ReadError: any file Go cannot decode fails the round; otherwise the earliest AsTime() wins, first listed
+    on a tie; a document without `error` is ErrorFileBadFormat at the epoch (errorDoc2ExecutionError)."""
+    explanation = explain_prefix(MemoryPrefix(files))
+    explanation.to_json()
+    decoded = []
+    for name, data in files:
+        try:
+            decoded.append((name, decode_error_document(data)))
+        except WireError:
+            assert explanation.outcome.phase.value == "ROUND_FAILED" and name in explanation.read.round_error
+            return
+
+    def key(document):
+        stamp = document.error.timestamp
+        return go_unix_key(stamp.seconds, stamp.nanos)
+
+    earliest = min(range(len(decoded)), key=lambda i: (key(decoded[i][1]), i))
+    name, document = decoded[earliest]
+    assert explanation.read.selected.path == name
+    assert explanation.error.code == (document.error.code if document.HasField("error") else "ErrorFileBadFormat")
