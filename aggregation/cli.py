@@ -269,6 +269,7 @@ def _validate_target(target: str):
 
 
 PLUGIN_CHOICE = click.Choice(["upstream", "seed-pr", "recoverable"])
+DEMO_SAMPLES = 10_000  # the demo's default sweeps (5,184 and 1,296 assignments) are enumerated, not sampled
 
 
 def _deployment_sweep_arguments(config_files) -> dict:
@@ -489,7 +490,7 @@ def demo(real: bool) -> None:
             "with distributed error aggregation on and off.\n"
         )
         render_sweep(
-            run_sweep(source, default_variations(source), samples=5000, seed=0),
+            run_sweep(source, default_variations(source), samples=DEMO_SAMPLES, seed=0),
             console,
             counterexamples=False,
             title="After a preemption: how often the node retries, fails for good, or succeeds silently",
@@ -502,7 +503,7 @@ def demo(real: bool) -> None:
             "pod. A plugin that reports that SIGTERM must not mask the genuine error (upstream PR 2064).\n"
         )
         render_sweep(
-            run_sweep(source, default_variations(source), samples=5000, seed=0),
+            run_sweep(source, default_variations(source), samples=DEMO_SAMPLES, seed=0),
             console,
             counterexamples=False,
             title="After a sibling's genuine error and the cleanup: how often the genuine error is masked",

@@ -39,6 +39,17 @@ UPLOAD_SECONDS = 0.05
 DETECTION_SECONDS = 1.0
 PEER_FAILURE_SECONDS = 0.05  # a peer's signal -> the survivor's "Connection reset by peer"
 TRAINING_SECONDS = 60.0
+# Node clocks disagree: chrony/NTP keep them within milliseconds normally, and within hundreds of milliseconds
+# on a badly synchronised cluster. The demo's sweep varies each pod's clock within this bound.
+CLOCK_OFFSET_BOUND_SECONDS = 0.25
+MAX_CLOCK_OFFSET_SECONDS = 3600.0  # a scenario's offset beyond an hour is a typo, not a clock
+
+# --- this project's plugin (plugin/task.py; the simulator's `recoverable` variant follows the same rules) ---------
+# A collateral failure waits this long for a sibling's report before writing its own: a sibling's agent notices
+# its own first failure within flytekit's Elastic monitor_interval (5 s), then uploads (seconds, on a slow store):
+# 10 s covers both.
+SIBLING_WAIT_SECONDS = 10.0
+SIBLING_POLL_SECONDS = 0.5  # how often it looks at the output prefix meanwhile
 
 # --- this tool's own limits -----------------------------------------------------------------------------------------
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a propeller configuration file larger than this is refused, not parsed

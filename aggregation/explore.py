@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
+from aggregation import defaults
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError, ScenarioSource
 from aggregation.simulate import Execution, simulate
@@ -165,6 +166,10 @@ def default_variations(source: ScenarioSource) -> list[Variation]:
         Variation("timings.failure_detection_seconds", (1.0, 3.0, 7.0)),
         Variation("propeller.observation_delay_seconds", (0.0, 1.0, 3.0, 10.0)),
     ]
+    for index, override in enumerate(message.pod_timings):
+        if override.timings.HasField("clock_offset_seconds"):  # the scenario says this node's clock may be skewed
+            bound = defaults.CLOCK_OFFSET_BOUND_SECONDS
+            variations.append(Variation(f"pod_timings[{index}].timings.clock_offset_seconds", (-bound, 0.0, bound)))
     if message.attempts:
         for index, event in enumerate(message.attempts[0].events):
             if event.WhichOneof("kind") == "worker_error":

@@ -1,10 +1,12 @@
 """What each kfpytorch elastic plugin variant does inside a pod: one object per variant.
 
-The simulated pod asks its variant three questions; everything else a pod does is the same for all:
+The simulated pod asks its variant these questions; everything else a pod does is the same for all:
 - does the plugin survive a SIGTERM during the first rendezvous (before torch installs its handlers)?
 - what stamp does a worker failure carry (torch's `int(time.time())`, or a refined sub-second one)?
 - what does the plugin make of torch's `SignalException`: nothing (`IgnoreOutputs`) or a recoverable
   error, stamped when?
+- does a consequence (its own signal, a failure caused by a peer's death) yield to a sibling's report, and
+  is a collateral failure reported recoverable?
 
 Sources: flytekitplugins-kfpytorch 1.16 `task.py` `_execute` (upstream), torch elastic
 `errors/error_handler.py` (whole-second stamps), this project's `plugin/task.py` (recoverable).
@@ -15,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from aggregation import defaults
 from aggregation.kinds import PluginVariant
 
 
@@ -22,6 +25,13 @@ class PodPlugin:
     variant: PluginVariant
     #: a SIGTERM before torch's first `PContext.start` ends as a handled SignalException, not exit 143
     handles_first_rendezvous_signal = False
+    #: a consequence (own signal, collateral failure) is not reported when a sibling's error file exists
+    yields_to_siblings = False
+    #: a worker failure caused by a peer's death is reported RECOVERABLE, stamped when it is reported
+    collateral_recoverable = False
+    #: how long a collateral report waits (looking every `sibling_poll`) for a sibling's report first
+    sibling_wait = 0.0
+    sibling_poll = defaults.SIBLING_POLL_SECONDS
 
     def worker_failure_stamp(self, failed_at: float) -> float:
         """torch stamps a worker failure with `int(time.time())`."""
@@ -51,10 +61,16 @@ class SeedPrPlugin(PodPlugin):
 
 
 class RecoverablePlugin(PodPlugin):
-    """This project's plugin: stamped at the signal's arrival, sub-second worker stamps, first rendezvous handled."""
+    """This project's plugin (`plugin/task.py`): a signal is reported recoverable, stamped at its arrival;
+    sub-second worker stamps; the first rendezvous handled; consequences (its own signal, a worker failure
+    caused by a peer's death) yield to a sibling's report, and a collateral failure is reported RECOVERABLE
+    only after waiting for one."""
 
     variant = PluginVariant.RECOVERABLE
     handles_first_rendezvous_signal = True
+    yields_to_siblings = True
+    collateral_recoverable = True
+    sibling_wait = defaults.SIBLING_WAIT_SECONDS
 
     def worker_failure_stamp(self, failed_at: float) -> float:
         return failed_at  # refined with the worker's error-file mtime

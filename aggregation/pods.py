@@ -38,6 +38,7 @@ CODE_RECOVERABLE = "USER:Recoverable"  # FlyteRecoverableException.error_code
 CODE_USER_RUNTIME = "USER:RuntimeError"  # FlyteUserRuntimeException wrapping a ChildFailedError
 CODE_RENDEZVOUS_TIMEOUT = "USER:RuntimeError"  # RendezvousTimeoutError, a user-scope exception
 SIGNAL_MESSAGE = "The elastic agent received SIGTERM; the worker group was terminated before it finished"
+COLLATERAL_MESSAGE = "A worker failed because a peer pod's workers are gone (most likely preempted or failed)"
 
 
 class PodState(enum.Enum):
@@ -45,6 +46,7 @@ class PodState(enum.Enum):
     TRAINING = "training"
     FAILING = "failing"  # a worker failed; the agent has not noticed yet
     WAITING = "waiting"  # back in rendezvous, waiting for a peer
+    REPORTING = "reporting"  # a consequence to report: the plugin first waits for a sibling's report
     STOPPING = "stopping"  # the entrypoint is on its way out
     EXITED = "exited"
 
@@ -149,6 +151,7 @@ class Pod:
         self.world = world
         self.clock: Clock = world.clock
         self.group = group
+        self.offset = timing.clock_offset  # this node's clock minus true time: every stamp it writes
         self.state = PodState.STARTING
         self._course: list[Scheduled] = []  # reactions that a change of course cancels
         self.clock.at(timing.rendezvous, self._rendezvous_done)
@@ -196,9 +199,24 @@ class Pod:
             self.state = PodState.TRAINING
             self._log(What.RENDEZVOUS_DONE)
 
+    def _sibling_report(self) -> Optional[str]:
+        """A sibling's report already under the output prefix (an error file holding an error), if any.
+
+        A file that does not decode is no report: the plugin writes its own over it (aggregation off) or
+        next to it."""
+        for upload in self.world.uploads:
+            if upload.pod != self.name and upload.name != "outputs.pb" and upload.container_error() is not None:
+                return upload.name
+        return None
+
     def sigterm(self, lands_during_fork: bool = False) -> None:
         """SIGTERM to the agent (the kubelet logs it and owns the SIGKILL that follows)."""
         arrived = self.clock.now
+        if self.state is PodState.REPORTING:
+            # the plugin's wait for a sibling is cut short: one last look, then write or yield
+            self._change_course(PodState.REPORTING)
+            self._await_sibling(self.clock.now)
+            return
         if self.state in (PodState.STOPPING, PodState.EXITED):
             return  # already shutting down; the first signal decides
         if lands_during_fork and self.fork:
@@ -220,7 +238,12 @@ class Pod:
             self.clock.at(arrived + shutdown, lambda: self.group.peer_died(self, arrived + shutdown))
 
     def _on_signal_caught(self, arrived: float) -> None:
-        stamp = self.plugin.signal_report(arrived, self.clock.now)
+        stamp = self.plugin.signal_report(arrived + self.offset, self.clock.now + self.offset)
+        sibling = self._sibling_report() if self.plugin.yields_to_siblings else None
+        if stamp is not None and sibling is not None:
+            self._log(What.YIELDS, file=sibling)
+            self._finish(None)
+            return
         if stamp is None:
             self._log(What.SIGNAL_CAUGHT, reason="IgnoreOutputs")
             self._finish(None)
@@ -245,7 +268,7 @@ class Pod:
         record = ErrorRecord(
             code,
             recoverable,
-            self.plugin.worker_failure_stamp(failed_at),
+            self.plugin.worker_failure_stamp(failed_at + self.offset),
             self.worker_name,
             message or "worker failed",
             genuine,
@@ -254,8 +277,32 @@ class Pod:
 
     def _on_child_failed(self, record: ErrorRecord) -> None:
         self._log(What.AGENT_RAISES)
+        if not record.genuine and self.plugin.collateral_recoverable:
+            self._collateral()
+            return
         self._change_course(PodState.STOPPING)
         self._finish(record)
+
+    def _collateral(self) -> None:
+        """A consequence of a peer's death: wait for a sibling's report, looking every `sibling_poll` s."""
+        self._change_course(PodState.REPORTING)
+        self._log(What.AWAITS_SIBLING, reason=f"{self.plugin.sibling_wait:g}")
+        self._await_sibling(self.clock.now + self.plugin.sibling_wait)
+
+    def _await_sibling(self, deadline: float) -> None:
+        sibling = self._sibling_report()
+        if sibling is not None:
+            self._log(What.YIELDS, file=sibling)
+            self._change_course(PodState.STOPPING)
+            self._finish(None)
+            return
+        now = self.clock.now
+        if now >= deadline:
+            record = ErrorRecord(CODE_RECOVERABLE, True, now + self.offset, self.worker_name, COLLATERAL_MESSAGE)
+            self._change_course(PodState.STOPPING)
+            self._finish(record)
+            return
+        self._later(min(self.plugin.sibling_poll, deadline - now), lambda: self._await_sibling(deadline))
 
     def peer_death(self) -> None:
         """A peer pod's workers are gone: this pod's collectives break."""
@@ -280,9 +327,14 @@ class Pod:
 
     def _rendezvous_timeout(self) -> None:
         self._log(What.RENDEZVOUS_TIMEOUT)
+        if self.plugin.collateral_recoverable:  # the peer it waited for is gone: a consequence, too
+            self._collateral()
+            return
         self._change_course(PodState.STOPPING)
         self._finish(
-            ErrorRecord(CODE_RENDEZVOUS_TIMEOUT, False, self.clock.now, self.worker_name, "RendezvousTimeoutError")
+            ErrorRecord(
+                CODE_RENDEZVOUS_TIMEOUT, False, self.clock.now + self.offset, self.worker_name, "RendezvousTimeoutError"
+            )
         )
 
     def complete(self) -> None:

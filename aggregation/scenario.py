@@ -45,6 +45,7 @@ class PodTiming:
     peer_failure_after: Optional[float] = defaults.PEER_FAILURE_SECONDS  # None: wait in rendezvous instead
     peer_failure_recoverable: bool = False
     join_timeout: float = defaults.JOIN_TIMEOUT_SECONDS
+    clock_offset: float = 0.0  # this node's clock minus true time: shifts the stamps it writes, not its actions
 
 
 EVENT_KINDS = ("preemption", "worker_error", "completion", "checkpoint", "storage_outage", "truncated_upload")
@@ -136,6 +137,7 @@ def _timing(base: PodTiming, message: pb.PodTimings) -> PodTiming:
         ("agent_shutdown_seconds", "shutdown"),
         ("upload_seconds", "upload"),
         ("failure_detection_seconds", "detection"),
+        ("clock_offset_seconds", "clock_offset"),
     ):
         if message.HasField(proto_name):
             values[attribute] = getattr(message, proto_name)
@@ -288,6 +290,14 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
             if timings.HasField(proto_name):
                 non_negative(getattr(timings, proto_name), proto_name, f"timings.{proto_name}", occurrence)
+    for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
+        offset = timings.clock_offset_seconds
+        if timings.HasField("clock_offset_seconds") and not abs(offset) <= defaults.MAX_CLOCK_OFFSET_SECONDS:
+            raise where.error(
+                where.line_of("clock_offset_seconds", occurrence),
+                "timings.clock_offset_seconds",
+                f"must be within +-{defaults.MAX_CLOCK_OFFSET_SECONDS:g} s, got {offset}",
+            )
     base = _timing(PodTiming(), message.timings)
     timings = {pod: base for pod in pods}
     for index, override in enumerate(message.pod_timings):

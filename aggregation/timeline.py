@@ -24,6 +24,8 @@ class What(NamedEnum):
     SIGNAL_CAUGHT = "signal_caught"  # the plugin saw torch's SignalException
     WORKER_FAILED = "worker_failed"
     AGENT_RAISES = "agent_raises"  # ChildFailedError reaches the plugin
+    AWAITS_SIBLING = "awaits_sibling"  # a collateral failure: the plugin waits for a sibling's report first
+    YIELDS = "yields"  # a sibling's error file is there: the plugin leaves it standing (IgnoreOutputs)
     UPLOAD = "upload"
     EXIT = "exit"
     JOB_TERMINAL = "job_terminal"
@@ -90,6 +92,10 @@ class Event(NamedTuple):
             return f"worker{rank} fails" + (f" ({detail})" if detail else "")
         if what is w.AGENT_RAISES:
             return "agent raises ChildFailedError"
+        if what is w.AWAITS_SIBLING:
+            return f"failure caused by a peer's death: waits up to {self.reason} s for a sibling's report"
+        if what is w.YIELDS:
+            return f"{self.file} is a sibling's report: leaves it standing (IgnoreOutputs)"
         if what is w.UPLOAD:
             if self.code:
                 kind = "recoverable" if self.recoverable else "non-recoverable"

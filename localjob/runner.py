@@ -34,8 +34,21 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> st
             f"{len(spec.pods)} pods x {nproc} workers is more than this machine can hold "
             f"({MAX_LOCAL_WORKERS} worker processes at most on {os.cpu_count()} cores)"
         )
+    skewed = sorted(pod for pod, timing in spec.timings.items() if timing.clock_offset)
+    if skewed:
+        raise LocalJobError(
+            f"timings.clock_offset_seconds of {', '.join(skewed)} cannot be played for real yet "
+            "(every local pod shares this machine's clock)"
+        )
+    from plugin.task import is_collateral_failure
+
     for index, events in enumerate(spec.attempts):
         for event in events:
+            if event.kind == "worker_error" and is_collateral_failure(event.message):
+                raise LocalJobError(
+                    f"attempts[{index}]: worker_error.message {event.message!r} reads like a peer's loss, which the "
+                    "real plugin reports as a consequence while the simulator plays it as a genuine error"
+                )
             if event.kind in ("storage_outage", "truncated_upload"):
                 raise LocalJobError(
                     f"attempts[{index}]: {event.kind} cannot be played for real "

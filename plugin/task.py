@@ -16,16 +16,32 @@ instead of copying it: it runs the upstream `_execute` and translates only what 
   (see `refine_first_failure_timestamp` and `first_failure_by_refined_stamps`).
 - A signal during the first rendezvous, before torch installs its handlers, raises the same
   `SignalException` torch would have raised, so it ends the same way instead of killing the agent.
+
+Correct under both of propeller's readers (aggregation off: every pod writes `error.pb` and the last
+writer wins; on: the earliest stamp wins, from clocks that disagree):
+
+- A *consequence* (this pod's own signal, or a worker failure caused by a peer pod's disappearance) is
+  never reported over a sibling's report: if an error file holding an error document already sits under
+  the output prefix, the pod raises `IgnoreOutputs` and leaves it standing. The order of real writes, not
+  of clock stamps, decides; a genuine error is always reported.
+- A *collateral* worker failure (gloo "Connection closed/reset by peer", NCCL remote errors, a c10d
+  network error, a rendezvous closed or timed out while waiting for a lost peer) is reported RECOVERABLE,
+  stamped when it is reported, but only after waiting `sibling_wait_seconds` (looking at the prefix every
+  half second; a SIGTERM cuts the wait short) for a sibling's report. `Elastic(collateral_failures=
+  "upstream")` restores upstream's classification.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from flytekit.core.base_task import IgnoreOutputs
+from flytekit.core.context_manager import FlyteContextManager
 from flytekit.exceptions.user import FlyteRecoverableException, FlyteUserRuntimeException
 from flytekitplugins.kfpytorch.error_handling import is_recoverable_worker_error
 from flytekitplugins.kfpytorch.task import Elastic as UpstreamElastic
@@ -115,6 +131,92 @@ def first_failure_by_refined_stamps(child_failure: Any) -> tuple[Any, Optional[f
     return torch_first, refine_first_failure_timestamp(torch_first)
 
 
+#: What a worker's failure message says when a peer pod vanished under it (gloo, NCCL, c10d, rendezvous).
+PEER_LOSS_SIGNS = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "typically caused by a remote worker crashing",
+    "NCCL communicator was aborted",
+    "ncclRemoteError",
+    "remote process exited or there was a network error",
+    "DistNetworkError",
+    "RendezvousClosedError",
+    "RendezvousConnectionError",
+    "RendezvousTimeoutError",
+)
+
+COLLATERAL_MESSAGE = (
+    "A worker failed because a peer pod's workers are gone (most likely the peer was preempted or failed): {cause}. "
+    "Recoverable: a retry resumes from the last checkpoint."
+)
+
+
+def is_collateral_failure(failure: Any) -> bool:
+    """Whether torch's first worker failure reads like a consequence of a peer pod's disappearance."""
+    message = getattr(failure, "message", failure)
+    text = message if isinstance(message, str) else repr(message)
+    return any(sign in text for sign in PEER_LOSS_SIGNS)
+
+
+def sibling_report(prefix: Optional[str]) -> Optional[str]:
+    """The name of an error file under `prefix` that holds an error document (a sibling's report), if any.
+
+    This pod has written nothing yet (flytekit's entrypoint writes after `_execute` returns), and each
+    attempt has its own prefix, so any such file is another pod's. A file that does not decode is no report.
+    """
+    from flyteidl.core.errors_pb2 import ErrorDocument
+
+    if not prefix:
+        return None
+    base = prefix.rstrip("/")
+    try:
+        fs = FlyteContextManager.current_context().file_access.get_filesystem_for_path(base)
+        names = fs.ls(base, detail=False)
+    except (FileNotFoundError, OSError):
+        return None
+    for name in sorted(str(n) for n in names):
+        key = name.rstrip("/").rsplit("/", 1)[-1]
+        if not (key.startswith("error") and key.endswith(".pb")):
+            continue
+        try:
+            document = ErrorDocument()
+            document.ParseFromString(fs.cat_file(name))
+        except Exception:  # unreadable or not a document: no report to leave standing
+            continue
+        if document.HasField("error"):
+            return key
+    return None
+
+
+def wait_for_sibling_report(prefix: Optional[str], wait: float, poll: float = 0.5) -> Optional[str]:
+    """Look for a sibling's report every `poll` s for up to `wait` s; a SIGTERM or SIGINT ends the wait early."""
+    interrupted = threading.Event()
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, lambda *_: interrupted.set())
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            found = sibling_report(prefix)
+            if found is not None or interrupted.is_set():
+                return found
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            interrupted.wait(min(poll, left))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _output_prefix() -> Optional[str]:
+    """Where this attempt's pods upload their error files (flytekit's `--output-prefix`)."""
+    import flytekit
+
+    return flytekit.current_context().output_metadata_prefix
+
+
 class RecoverableElasticTask(PytorchElasticFunctionTask):
     """`PytorchElasticFunctionTask` whose preempted pods report a recoverable, timestamped error."""
 
@@ -132,12 +234,17 @@ class RecoverableElasticTask(PytorchElasticFunctionTask):
                 if signal_exc is None:
                     raise  # rank 0 lives in another worker group: upstream behaviour, unchanged
                 received_at = clock.first_arrival(signal_exc.sigval)
+                sibling = sibling_report(self._prefix())
+                if sibling is not None:  # a consequence: the sibling's report stands
+                    raise IgnoreOutputs(f"{sibling} already reports this attempt's failure") from signal_exc
                 raise recoverable_error_for_signal(signal_exc, received_at) from signal_exc
             except (FlyteRecoverableException, FlyteUserRuntimeException) as failed:
                 child_failure = _child_failure_behind(failed)
                 if child_failure is None:
                     raise
                 first_failure, stamp = first_failure_by_refined_stamps(child_failure)
+                if self._collateral_recoverable() and is_collateral_failure(first_failure):
+                    self._report_collateral(getattr(first_failure, "message", ""), child_failure)
                 if stamp is None:
                     raise
                 if is_recoverable_worker_error(first_failure) == isinstance(failed, FlyteRecoverableException):
@@ -148,10 +255,59 @@ class RecoverableElasticTask(PytorchElasticFunctionTask):
                 if is_recoverable_worker_error(first_failure):
                     raise FlyteRecoverableException(child_failure.format_msg(), timestamp=stamp) from child_failure
                 raise FlyteUserRuntimeException(child_failure, timestamp=stamp) from child_failure
+            except Exception as other:
+                from torch.distributed.elastic.rendezvous.api import RendezvousError
+
+                # the agent gave up on a rendezvous whose peer is gone: a consequence, too
+                if self._collateral_recoverable() and isinstance(other, RendezvousError):
+                    self._report_collateral(f"{type(other).__name__}: {other}", other)
+                raise
+
+    def _prefix(self) -> Optional[str]:
+        try:
+            return _output_prefix()
+        except AttributeError:  # no execution context (a local call): no siblings
+            return None
+
+    def _collateral_recoverable(self) -> bool:
+        return getattr(self.task_config, "collateral_failures", "recoverable") == "recoverable"
+
+    def _report_collateral(self, cause: Any, failure: BaseException) -> None:
+        """Wait for a sibling's report; leave it standing if one comes, else report this failure recoverable."""
+        wait = float(getattr(self.task_config, "sibling_wait_seconds", DEFAULT_SIBLING_WAIT_SECONDS))
+        sibling = wait_for_sibling_report(self._prefix(), wait)
+        if sibling is not None:
+            raise IgnoreOutputs(f"{sibling} already reports this attempt's failure") from failure
+        text = cause if isinstance(cause, str) else repr(cause)
+        raise FlyteRecoverableException(COLLATERAL_MESSAGE.format(cause=text), timestamp=time.time()) from failure
 
 
+#: A collateral failure's wait for a sibling's report: a sibling's agent notices its own first failure within
+#: flytekit's Elastic monitor_interval (5 s) and then uploads; 10 s covers both.
+DEFAULT_SIBLING_WAIT_SECONDS = 10.0
+
+
+@dataclass
 class Elastic(UpstreamElastic):
     """Drop-in for `flytekitplugins.kfpytorch.Elastic`: tasks declared with it run as `RecoverableElasticTask`.
 
     Change `from flytekitplugins.kfpytorch import Elastic` to `from plugin import Elastic`; nothing else.
+
+    `collateral_failures`: "recoverable" (default) reports a worker failure caused by a peer pod's
+    disappearance as recoverable, after waiting `sibling_wait_seconds` for a sibling's report; "upstream"
+    keeps upstream's classification (recoverable only if the worker raised FlyteRecoverableException).
     """
+
+    collateral_failures: str = "recoverable"
+    sibling_wait_seconds: float = DEFAULT_SIBLING_WAIT_SECONDS
+
+    def __post_init__(self):
+        parent = getattr(super(), "__post_init__", None)
+        if parent is not None:
+            parent()
+        if self.collateral_failures not in ("recoverable", "upstream"):
+            raise ValueError(
+                f"collateral_failures must be 'recoverable' or 'upstream', got {self.collateral_failures!r}"
+            )
+        if not 0 <= self.sibling_wait_seconds < 3600:
+            raise ValueError(f"sibling_wait_seconds must be within [0, 3600), got {self.sibling_wait_seconds}")

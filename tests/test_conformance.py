@@ -95,76 +95,20 @@ def test_sibling_user_error_wins_over_cleanup_and_the_node_fails(tmp_path):
 
 
 @pytest.mark.slow
-def test_aggregation_off_last_writer_wins(tmp_path):
+def test_aggregation_off_a_preemption_retries(tmp_path):
+    """Flyte's default reader (the single error.pb, last writer wins): the survivor's consequence yields to
+    the preempted pod's report, so the node retries and resumes."""
     real = conform("preemption_during_training_no_aggregation", "recoverable", tmp_path)
+    first, second = real.attempts
+    assert first.winning_file == "error.pb" and first.error.code == "USER:Recoverable" and first.decision == "RETRY"
+    assert second.resumed_from_checkpoint.startswith("attempt 0")
+
+
+@pytest.mark.slow
+def test_aggregation_off_a_sibling_s_genuine_error_is_what_propeller_reads(tmp_path):
+    """Flyte's default reader: the cleanup's SIGTERM to the other pod is a consequence and yields, so the
+    genuine error stays in error.pb and the node fails for good (no masking, upstream PR 2064's case)."""
+    real = conform("sibling_user_error_cleanup_no_aggregation", "recoverable", tmp_path)
     [attempt] = real.attempts
-    assert (
-        attempt.winning_file == "error.pb" and attempt.error.code == "USER:RuntimeError"
-    )  # the survivor's, written last
-
-
-def test_more_pods_than_the_machine_can_hold_is_refused_before_starting(tmp_path):
-    from aggregation.scenario import parse_scenario
-    from localjob.realpods import LocalJobError
-    from localjob.runner import run_local
-
-    pods = " ".join(f'pods: "p{i}"' for i in range(40))
-    spec = parse_scenario(f"plugin: RECOVERABLE job {{ {pods} nproc_per_node: 2 }}")
-    with pytest.raises(LocalJobError, match="more than this machine can hold"):
-        run_local(spec, tmp_path)
-    assert list(tmp_path.iterdir()) == []
-
-
-@pytest.mark.slow
-def test_workers_that_outlive_the_grace_period_are_sigkilled(tmp_path):
-    """A pod whose workers ignore SIGTERM longer than the grace period: SIGKILL, exit 137, job Failed, retry."""
-    from aggregation.record import execution_to_proto
-    from aggregation.scenario import parse_scenario
-    from localjob.runner import run_local
-
-    spec = parse_scenario(
-        'name: "hung" plugin: RECOVERABLE seed: 1 '
-        'job { pods: "train-worker-0" pods: "train-worker-1" nproc_per_node: 1 termination_grace_period_seconds: 3 } '
-        "task { retries: 1 training_seconds: 60 } propeller { error_aggregation: true observation_delay_seconds: 1 } "
-        'pod_timings { pod: "train-worker-1" timings { agent_shutdown_seconds: 20 } } '
-        'attempts { events { at_seconds: 10.3 pod: "train-worker-1" preemption {} } }'
-    )
-    real = execution_to_proto(run_local(spec, tmp_path))
-    assert leftover_processes(tmp_path) == []
-    first = real.attempts[0]
-    assert dict((p.pod, p.exit_code) for p in first.pods)["train-worker-1"] == 137
-    assert first.job_condition == "Failed" and first.decision == "RETRY"
-    assert any(e.kind == "sigkill" and e.pod == "train-worker-1" for e in first.timeline)
-
-
-def test_pod_that_crashes_before_the_rendezvous_is_a_clear_error_and_nothing_is_left(tmp_path, monkeypatch):
-    """A pod that cannot even load its task ends the run with one clear line; every process is reaped."""
-    from aggregation.scenario import load_scenario
-    from localjob import realpods, runner
-
-    monkeypatch.setattr(runner, "task_name", lambda *args: "no_such_task")
-    spec = load_scenario(str(SCENARIOS / "preemption_during_training.textproto"), "recoverable")
-    with pytest.raises(realpods.LocalJobError, match=r"pod train-worker-\d exited .* before training"):
-        runner.run_local(spec, tmp_path)
-    assert leftover_processes(tmp_path) == []
-
-
-@pytest.mark.slow
-def test_rendezvous_port_already_taken_is_a_clear_error_and_nothing_is_left(tmp_path, monkeypatch):
-    import socket
-
-    from aggregation.scenario import load_scenario
-    from localjob import realpods, runner
-
-    squatter = socket.socket()
-    squatter.bind(("127.0.0.1", 0))
-    squatter.listen()
-    try:
-        monkeypatch.setattr(realpods, "free_port", lambda: squatter.getsockname()[1])
-        monkeypatch.setattr(realpods, "START_TIMEOUT", 20.0)
-        spec = load_scenario(str(SCENARIOS / "preemption_during_training.textproto"), "recoverable")
-        with pytest.raises(realpods.LocalJobError):
-            runner.run_local(spec, tmp_path)
-    finally:
-        squatter.close()
-    assert leftover_processes(tmp_path) == []
+    assert attempt.decision == "FAIL" and attempt.error.code == "USER:RuntimeError"
+    assert "bad batch" in attempt.error.message

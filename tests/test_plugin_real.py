@@ -213,15 +213,8 @@ def test_signal_during_first_rendezvous(tmp_path, variant):
     assert sent <= stamp(doc) < sent + 0.5
 
 
-def test_survivor_failing_from_peer_death_sorts_after_the_signal(tmp_path):
-    """Two pods (c10d + gloo); SIGTERM pod b: pod a's consequential failure must stamp *after* b's signal.
-
-    torch stamps pod a's worker failure `int(time.time())` (`errors/error_handler.py`), up to 1 s before
-    the signal that caused it; the plugin's sub-second refinement keeps the order causal, so the
-    earliest-error reader (flyteplugins `remote_file_output_reader.go`) picks pod b's recoverable error.
-    """
-    from flyteidl.core import errors_pb2
-
+def start_two_pods(tmp_path: Path, stack: ExitStack, error_aggregation: bool = True):
+    """Two real pods (c10d rendezvous, one gloo worker each) training together; returns them."""
     from localjob.pod import LocalPod, PodSpec
 
     port = free_port()
@@ -235,27 +228,58 @@ def test_survivor_failing_from_peer_death_sorts_after_the_signal(tmp_path):
             output_prefix=prefix,
             nnodes=2,
             rendezvous_endpoint=f"localhost:{port}",
+            error_aggregation=error_aggregation,
             extra_env={"AGGSIM_EVENTS_DIR": str(events)},
         )
         for name in ("train-worker-0", "train-worker-1")
     ]
+    pods = [stack.enter_context(LocalPod(spec, tmp_path / "work")) for spec in specs]
+    deadline = time.monotonic() + 90
+    while not all((events / f"barrier.{rank}").exists() for rank in (0, 1)):
+        assert all(p.returncode is None for p in pods), [p.log()[-2000:] for p in pods]
+        assert time.monotonic() < deadline, "the two pods never trained together"
+        time.sleep(0.05)
+    time.sleep(0.3)
+    return pods, prefix
+
+
+@pytest.mark.parametrize("error_aggregation", [True, False], ids=["_F_DES=Earliest", "no-_F_DES"])
+def test_the_survivor_leaves_the_preempted_pod_s_report_standing(tmp_path, error_aggregation):
+    """Two pods (c10d + gloo); SIGTERM pod b. Pod a's worker fails from b's death, a consequence: the plugin
+    finds b's report under the output prefix and writes nothing (IgnoreOutputs), so with either reader
+    (flyteplugins `remote_file_output_reader.go`) propeller reads b's recoverable error, whatever the clocks."""
+    from flyteidl.core import errors_pb2
+
     with ExitStack() as stack:
-        pods = [stack.enter_context(LocalPod(spec, tmp_path / "work")) for spec in specs]
-        deadline = time.monotonic() + 90
-        while not all((events / f"barrier.{rank}").exists() for rank in (0, 1)):
-            assert all(p.returncode is None for p in pods), [p.log()[-2000:] for p in pods]
-            assert time.monotonic() < deadline, "the two pods never trained together"
-            time.sleep(0.05)
-        time.sleep(0.3)
+        pods, prefix = start_two_pods(tmp_path, stack, error_aggregation)
         sent = pods[1].send_signal(signal.SIGTERM)
         codes = [pod.wait(timeout=POD_TIMEOUT) for pod in pods]
     for pod in pods:
         assert_reaped(pod)
     assert codes == [0, 0], [p.log()[-2000:] for p in pods]
-    by_worker = {doc.error.worker: doc for _, doc in error_documents(prefix)}
-    signalled, survivor = by_worker["train-worker-1"], by_worker["train-worker-0"]
-    assert signalled.error.kind == errors_pb2.ContainerError.RECOVERABLE
-    assert survivor.error.kind == errors_pb2.ContainerError.NON_RECOVERABLE
-    # causal order; the upper bound only guards against nonsense (a loaded machine delays the survivor)
-    assert sent <= stamp(signalled) < stamp(survivor) < sent + 15
-    assert stamp(survivor) != int(stamp(survivor)), "the survivor kept torch's whole-second stamp"
+    [(name, report)] = error_documents(prefix)
+    assert (name == "error.pb") is (not error_aggregation)
+    assert report.error.kind == errors_pb2.ContainerError.RECOVERABLE and "SIGTERM" in report.error.message
+    assert sent <= stamp(report) < sent + 0.5
+    assert "already reports this attempt's failure" in pods[0].log()
+
+
+def test_a_collateral_gloo_failure_is_written_recoverable_when_no_sibling_reports(tmp_path):
+    """Pod b vanishes without a word (SIGKILL to its whole group). Pod a's gloo worker fails ("Connection
+    closed by peer"): a collateral failure. After waiting for a sibling's report that never comes, the
+    plugin writes it RECOVERABLE, stamped when written, naming the likely cause."""
+    from flyteidl.core import errors_pb2
+
+    with ExitStack() as stack:
+        pods, prefix = start_two_pods(tmp_path, stack, error_aggregation=False)
+        killed = time.time()
+        pods[1].reap()  # SIGKILL: no handler, no report
+        code = pods[0].wait(timeout=POD_TIMEOUT)
+    assert_reaped(pods[0])
+    assert code == 0, pods[0].log()[-3000:]
+    [(name, report)] = error_documents(prefix)
+    assert name == "error.pb" and report.error.kind == errors_pb2.ContainerError.RECOVERABLE
+    assert report.error.code == "USER:Recoverable" and "peer pod" in report.error.message
+    from plugin.task import DEFAULT_SIBLING_WAIT_SECONDS
+
+    assert killed + DEFAULT_SIBLING_WAIT_SECONDS <= stamp(report) < killed + DEFAULT_SIBLING_WAIT_SECONDS + 30

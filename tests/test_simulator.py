@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ EXPECTED = {
     "preemption_during_training_no_aggregation": {
         "upstream": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
         "seed-pr": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
-        "recoverable": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
+        "recoverable": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),  # the survivor yields
     },
     "sibling_user_error_cleanup": {
         "upstream": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
@@ -56,8 +57,13 @@ EXPECTED = {
     },
     "sibling_user_error_cleanup_no_aggregation": {
         "upstream": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
-        "seed-pr": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),
-        "recoverable": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),
+        "seed-pr": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),  # masked
+        "recoverable": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),  # the cleanup's SIGTERM yields
+    },
+    "genuine_error_with_collateral_no_aggregation": {
+        "upstream": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),  # with the consequence's message
+        "seed-pr": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
+        "recoverable": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),  # the genuine one
     },
     "survivor_fails_from_peer_death": {
         "upstream": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
@@ -88,7 +94,7 @@ EXPECTED = {
     "truncated_error_pb_replaced": {
         "upstream": ("SUCCEEDED_SILENTLY", 1, None),  # upstream writes nothing: nothing to truncate
         "seed-pr": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
-        "recoverable": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
+        "recoverable": ("FAILED_PERMANENTLY", 1, None),  # its survivor waits 10 s: 11 rounds fail, abort
     },
     "rounds_keep_failing": {
         "upstream": ("SUCCEEDED_SILENTLY", 1, None),
@@ -118,8 +124,8 @@ def test_seed_incident_upstream_ends_green_with_nothing():
 
 
 def test_pr_2064_case_genuine_error_wins_and_cleanup_is_visible():
-    """Earliest strategy: the sibling's genuine error is older than the cleanup's recoverable error."""
-    execution = run("sibling_user_error_cleanup", "recoverable")
+    """Earliest strategy (seed-pr reports the cleanup's SIGTERM): the genuine error is older and wins."""
+    execution = run("sibling_user_error_cleanup", "seed-pr")
     attempt = execution.attempts[0]
     assert attempt.read.selected.error.worker == "train-worker-0"
     assert any(u.error and u.error.code == "USER:Recoverable" for u in attempt.seen)  # the cleaned pod's
@@ -127,8 +133,8 @@ def test_pr_2064_case_genuine_error_wins_and_cleanup_is_visible():
 
 
 def test_aggregation_off_last_writer_masks_the_genuine_error():
-    """Default reader reads error.pb only; the cleanup's later upload overwrote the genuine error."""
-    execution = run("sibling_user_error_cleanup_no_aggregation", "recoverable")
+    """Default reader reads error.pb only; seed-pr's cleanup report, uploaded later, overwrote the genuine one."""
+    execution = run("sibling_user_error_cleanup_no_aggregation", "seed-pr")
     assert execution.masked_genuine_error
     assert [u.name for u in execution.attempts[0].seen] == ["error.pb", "error.pb"]
 
@@ -139,7 +145,9 @@ def test_survivor_stamp_truncation_decides_the_race():
     ours = run("survivor_fails_from_peer_death", "recoverable").attempts[0]
     survivor = lambda attempt: next(u.error for u in attempt.uploads if u.pod == "train-worker-0")  # noqa: E731
     assert survivor(seed).timestamp == 30.0  # before the signal at 30.6 that caused it
-    assert survivor(ours).timestamp == pytest.approx(30.68)
+    # ours: the survivor's failure is a consequence; it leaves the preempted pod's report standing
+    assert not [u for u in ours.uploads if u.pod == "train-worker-0"]
+    assert [e.file for e in ours.timeline if e.what is What.YIELDS and e.pod == "train-worker-0"]
 
 
 def test_upstream_agent_dies_by_sigterm_before_its_handlers_exist():
@@ -398,7 +406,7 @@ def test_failed_rounds_are_retried_and_a_later_round_reads_the_prefix_as_it_is_t
 
 
 def test_a_sibling_s_later_write_replaces_the_file_that_failed_the_rounds():
-    execution = run("truncated_error_pb_replaced", "recoverable")
+    execution = run("truncated_error_pb_replaced", "seed-pr")
     failed = rounds(execution, What.ROUND_FAILED)
     assert len(failed) == 2 and all("cannot parse invalid wire-format data" in e.reason for e in failed)
     assert execution.attempts[0].outcome.error.code == "USER:RuntimeError"
@@ -459,3 +467,67 @@ def test_run_local_refuses_store_faults_it_cannot_play_for_real(scenario):
     result = subprocess.run([AGGSIM, "run-local", scenario], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "cannot be played for real" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+# --- this project's plugin under both readers (plugin/task.py RecoverableElasticTask) ---------------------------
+
+
+def events_of(execution, pod, what):
+    return [e for e in execution.attempts[0].timeline if e.pod == pod and e.what is what]
+
+
+def test_a_consequence_yields_to_a_sibling_s_report():
+    """plugin/task.py: the cleanup's SIGTERM (a consequence) finds the genuine error.pb and writes nothing."""
+    execution = run("sibling_user_error_cleanup_no_aggregation", "recoverable")
+    (yielded,) = events_of(execution, "train-worker-1", What.YIELDS)
+    assert yielded.file == "error.pb"
+    assert [u.pod for u in execution.attempts[0].uploads] == ["train-worker-0"]
+    assert not execution.masked_genuine_error
+
+
+def test_a_collateral_failure_waits_for_a_sibling_then_yields():
+    execution = run("genuine_error_with_collateral_no_aggregation", "recoverable")
+    (waits,) = events_of(execution, "train-worker-1", What.AWAITS_SIBLING)
+    (yielded,) = events_of(execution, "train-worker-1", What.YIELDS)
+    assert waits.at <= yielded.at <= waits.at + 10.0  # the genuine report is there by the first look
+    assert execution.attempts[0].outcome.error.message == "ValueError: bad batch"
+
+
+def test_a_collateral_failure_with_no_sibling_report_is_written_recoverable_when_reported():
+    """No sibling reports (the peer vanished without a word): after the wait, a RECOVERABLE report,
+    stamped at the moment it is made on the pod's own clock."""
+    text = SCENARIOS.joinpath("genuine_error_with_collateral_no_aggregation.textproto").read_text()
+    text = text.replace('worker_error { message: "ValueError: bad batch" }', "preemption {}")
+    text = text.replace("clock_offset_seconds: 0", "clock_offset_seconds: 0.25")
+    spec = parse_scenario(text, plugin_override="recoverable")
+    spec = replace(spec, grace=0.01, timings={**spec.timings})  # the preempted pod is SIGKILLed: no report
+    execution = simulate(spec)
+    survivor = [u for u in execution.attempts[0].uploads if u.pod == "train-worker-1"]
+    assert survivor and survivor[0].error.recoverable and survivor[0].error.code == "USER:Recoverable"
+    (waits,) = events_of(execution, "train-worker-1", What.AWAITS_SIBLING)
+    assert survivor[0].error.timestamp == pytest.approx(waits.at + 10.0 + 0.25)
+
+
+def test_clock_offsets_shift_the_stamps_a_pod_writes_not_when_things_happen():
+    base = SCENARIOS.joinpath("preemption_during_training.textproto").read_text()
+    for offset in (-0.25, 0.25):
+        skewed = simulate(parse_scenario(base.replace("clock_offset_seconds: 0", f"clock_offset_seconds: {offset}")))
+        plain = simulate(parse_scenario(base))
+        assert [(e.at, e.what) for e in skewed.attempts[0].timeline] == [
+            (e.at, e.what) for e in plain.attempts[0].timeline
+        ]
+        stamps = {u.pod: u.error.timestamp for u in skewed.attempts[0].uploads if u.error}
+        plain_stamps = {u.pod: u.error.timestamp for u in plain.attempts[0].uploads if u.error}
+        assert stamps["train-worker-1"] == pytest.approx(plain_stamps["train-worker-1"] + offset)
+
+
+def test_the_demo_sweep_holds_for_the_recoverable_plugin_under_both_readers_and_skewed_clocks():
+    """Issue 9's bar: after a preemption, retried 100%; after a sibling's genuine error, masked 0%."""
+    for name, good in (("preemption_during_training", "RETRIED"), ("sibling_user_error_cleanup", "FAILED_PERMANENTLY")):
+        source = read_scenario(str(SCENARIOS / f"{name}.textproto"))
+        variations = default_variations(source)
+        assert any("clock_offset_seconds" in v.field for v in variations)
+        result = sweep(source, variations, samples=10_000, plugins=("recoverable",))
+        assert result.exhaustive
+        for cell in result.cells:
+            assert cell.counts[good] == cell.total and cell.masked == 0, (name, cell.aggregation, cell.counts)
