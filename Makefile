@@ -27,8 +27,9 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
-# The full real-process conformance set (several minutes on 2 cores).
+# The full real-process conformance set (several minutes on 2 cores); installs libfaketime first if missing.
 test-real: $(STAMP)
+	bash .ci/system-packages
 	AGGSIM_CONFORMANCE_RUNS=2 $(BIN)/python -m pytest -q -m "slow or race"
 
 # Benchmarks: figures are written into README.md.

@@ -35,6 +35,30 @@ def pyflyte_execute_path() -> str:
     )
 
 
+def libfaketime_path() -> Optional[str]:
+    """Debian's libfaketime (package `faketime`, installed by `.ci/system-packages`), if present."""
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+    return str(found[0]) if found else None
+
+
+def clock_offset_environment(offset: float) -> dict[str, str]:
+    """The environment that gives a pod (its agent and every worker it spawns) its own wall clock.
+
+    libfaketime shifts every clock by the same constant, the monotonic one included: durations, and so
+    torch's timeouts and the rendezvous, are unchanged, as on a node whose NTP-disciplined clock is off by
+    `offset`. (Leaving the monotonic clock alone, FAKETIME_DONT_FAKE_MONOTONIC, breaks Python's
+    `time.sleep` under libfaketime 0.9.10: EINVAL from clock_nanosleep.)
+    """
+    library = libfaketime_path()
+    if library is None:
+        raise FileNotFoundError("libfaketime not found: run .ci/system-packages (Debian package faketime)")
+    preload = os.environ.get("LD_PRELOAD", "")
+    return {
+        "LD_PRELOAD": f"{library} {preload}".strip(),
+        "FAKETIME": f"{offset:+.6f}",
+    }
+
+
 @dataclass(frozen=True)
 class PodSpec:
     """What a pod runs and the environment the Flyte backend plugin would give it."""
@@ -49,6 +73,7 @@ class PodSpec:
     execution_id: str = "aggsim-local"
     checkpoint_path: Optional[Path] = None
     prev_checkpoint: Optional[Path] = None
+    clock_offset: float = 0.0  # this node's clock minus true time (libfaketime): shifts every stamp it writes
     extra_env: Mapping[str, str] = field(default_factory=dict)
 
     def environment(self) -> dict[str, str]:
@@ -70,6 +95,8 @@ class PodSpec:
             env["PET_NNODES"] = str(self.nnodes)
             if self.rendezvous_endpoint:
                 env["PET_RDZV_ENDPOINT"] = self.rendezvous_endpoint
+        if self.clock_offset:
+            env.update(clock_offset_environment(self.clock_offset))
         env.update(self.extra_env)
         return env
 

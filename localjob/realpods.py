@@ -137,6 +137,7 @@ class RealPods:
                 execution_id=f"{spec.name}-{self.attempt}",
                 checkpoint_path=self.checkpoint_path,
                 prev_checkpoint=self.previous_checkpoint,
+                clock_offset=spec.timings[pod].clock_offset,
                 extra_env={
                     "AGGSIM_EVENTS_DIR": str(self.events_dir),
                     "AGGSIM_CONTROL": str(self.control),
@@ -275,6 +276,7 @@ class RealPods:
                         file=file_name,
                         code=error.code,
                         recoverable=error.recoverable,
+                        stamp=to_scenario(error.timestamp),  # the writer's clock, in scenario seconds
                     )
                 )
             else:

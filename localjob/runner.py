@@ -17,6 +17,7 @@ from aggregation.execution import TooManyAttempts, run_execution
 from aggregation.kinds import PluginVariant
 from aggregation.results import Execution, Source
 from aggregation.scenario import ScenarioSpec
+from localjob.pod import libfaketime_path
 from localjob.realpods import ATTEMPT_TIMEOUT, LocalJobError, RealPods
 from localjob.workloads import task_name
 
@@ -35,10 +36,10 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> st
             f"({MAX_LOCAL_WORKERS} worker processes at most on {os.cpu_count()} cores)"
         )
     skewed = sorted(pod for pod, timing in spec.timings.items() if timing.clock_offset)
-    if skewed:
+    if skewed and libfaketime_path() is None:
         raise LocalJobError(
-            f"timings.clock_offset_seconds of {', '.join(skewed)} cannot be played for real yet "
-            "(every local pod shares this machine's clock)"
+            f"timings.clock_offset_seconds of {', '.join(skewed)} needs libfaketime to give each pod its own "
+            "clock: run .ci/system-packages (Debian package faketime)"
         )
     from plugin.task import is_collateral_failure
 

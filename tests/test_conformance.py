@@ -112,3 +112,36 @@ def test_aggregation_off_a_sibling_s_genuine_error_is_what_propeller_reads(tmp_p
     [attempt] = real.attempts
     assert attempt.decision == "FAIL" and attempt.error.code == "USER:RuntimeError"
     assert "bad batch" in attempt.error.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("offset", [-0.25, 0.25])
+def test_aggregation_off_a_preemption_retries_with_the_preempted_node_s_clock_skewed(tmp_path, offset):
+    """Each pod on its own clock (libfaketime shifts the wall clock of the preempted pod's agent and workers by
+    the documented bound): the order of real writes decides, so the node still retries."""
+    from localjob.pod import libfaketime_path
+
+    if libfaketime_path() is None:
+        pytest.fail("libfaketime is missing: .ci/system-packages installs it (Debian package faketime)")
+    text = (SCENARIOS / "preemption_during_training_no_aggregation.textproto").read_text()
+    path = tmp_path / "skewed.textproto"
+    path.write_text(text.replace("clock_offset_seconds: 0", f"clock_offset_seconds: {offset}"))
+    from aggregation.record import compare, execution_to_proto
+    from aggregation.scenario import load_scenario
+    from aggregation.simulate import simulate
+    from localjob.runner import run_local
+
+    spec = load_scenario(str(path), "recoverable")
+    real = execution_to_proto(run_local(spec, tmp_path / "run"))
+    assert leftover_processes(tmp_path) == []
+    differences = [d for d in compare(execution_to_proto(simulate(spec)), real) if d[1] != d[2]]
+    assert differences == [], differences
+    first = real.attempts[0]
+    assert first.decision == "RETRY" and first.error.code == "USER:Recoverable"
+    sigterm = next(e for e in first.timeline if e.kind == "sigterm" and e.pod == "train-worker-1")
+    upload = next(e for e in first.timeline if e.kind == "upload" and e.recoverable)  # the preempted pod's
+    skew = upload.stamp_seconds - sigterm.at_seconds  # the stamp is the preempted node's own clock's
+    if offset > 0:
+        assert skew == pytest.approx(offset, abs=0.15)
+    else:  # before the timebase's anchor (the SIGTERM) scenario time is compressed: only the sign is exact
+        assert skew < 0
