@@ -12,7 +12,6 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from aggregation import defaults
 from aggregation.explain import Explanation, explain_prefix, rfc3339_nanos
@@ -146,7 +145,7 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
     """The candidates as a table, or, when that would not fit the terminal, as a list; text printed literally."""
     from rich.text import Text
 
-    from aggregation.report import literal
+    from aggregation.report import fits, literal, table
 
     read = explanation.read
     headers = ("", "file", "timestamp", "code", "kind", "recoverable", "worker")
@@ -169,14 +168,8 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
                 )
             )
     title = literal(f"{explanation.location}  ({read.strategy} strategy)")
-    widths = [max([len(h)] + [len(str(row[i])) for row in rows]) for i, h in enumerate(headers)]
-    if rows and sum(widths) + 3 * len(widths) + 1 <= console.width:
-        table = Table(title=title)
-        for header in headers:
-            table.add_column(header, no_wrap=True)
-        for row in rows:
-            table.add_row(*row)
-        console.print(table)
+    if rows and fits(console, [[h, *(row[i] for row in rows)] for i, h in enumerate(headers)]):
+        console.print(table(title, headers, rows))
     elif rows:  # narrow terminal or a pipe: one block per file, nothing cut
         console.print(title)
         for row in rows:

@@ -27,6 +27,16 @@ def fits(console: Console, columns: Sequence[Sequence[Union[str, Text]]]) -> boo
     return sum(widths) + 3 * len(widths) + 1 <= console.width
 
 
+def table(title, headers: Sequence[str], rows, justify: Sequence[str] = (), show_lines: bool = False) -> Table:
+    """A boxed table whose cells never wrap (callers check `fits` first and print a list otherwise)."""
+    built = Table(title=title, show_lines=show_lines)
+    for index, header in enumerate(headers):
+        built.add_column(header, no_wrap=True, justify=justify[index] if index < len(justify) else "left")
+    for row in rows:
+        built.add_row(*row)
+    return built
+
+
 PHASE_STYLE = {
     "SUCCEEDED": "green",
     "RETRIED_THEN_SUCCEEDED": "green",
@@ -172,12 +182,8 @@ def render_sweep(
     ]
     columns = [[h, *(row[i] for row in rows)] for i, h in enumerate(headers)]
     if fits(console, columns):
-        table = Table(title=literal(title), show_lines=True)
-        for i, header in enumerate(headers):
-            table.add_column(header, no_wrap=True, justify="left" if i < 2 else "right")
-        for row in rows:
-            table.add_row(*row)
-        console.print(table)
+        justify = ["left", "left"] + ["right"] * (len(headers) - 2)
+        console.print(table(literal(title), headers, rows, justify, show_lines=True))
     else:  # narrow terminal or a pipe: one block per cell, nothing cut
         console.print(literal(title, "bold"))
         label_width = max(len(h) for h in headers[2:])
@@ -312,12 +318,7 @@ def render_comparison(diff: Sequence[tuple[str, Any, Any]], console: Console) ->
     rows = [(literal(field), literal(str(a)), literal(str(b)), mark) for (field, a, b), mark in zip(diff, marks)]
     headers = ("field", "simulated", "real", "")
     if fits(console, [[h, *(row[i] for row in rows)] for i, h in enumerate(headers)]):
-        table = Table(title=title)
-        for header in headers:
-            table.add_column(header, no_wrap=True)
-        for row in rows:
-            table.add_row(*row)
-        console.print(table)
+        console.print(table(title, headers, rows))
         return
     console.print(Text(title, style="bold"))
     for field, simulated, real, mark in rows:

@@ -16,6 +16,7 @@ from google.protobuf import text_format
 
 from aggregation import defaults
 from aggregation.kinds import CleanPodPolicy, PluginVariant
+from aggregation.propeller import PropellerConfig
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 
 #: the scenario schema's enum value for each plugin variant
@@ -77,14 +78,9 @@ class ScenarioSpec:
     interruptible: bool
     training_seconds: float
     error_aggregation: bool
-    max_system_failures: int
-    ignore_retry_cause: bool
     observation_delay: float
-    interruptible_failure_threshold: int
     plugin: PluginVariant
-    max_payload_bytes: int = defaults.MAX_PAYLOAD_BYTES  # storage.limits.maxDownloadMBs, in bytes
-    max_workflow_retries: int = defaults.MAX_WORKFLOW_RETRIES
-    default_max_attempts: int = defaults.DEFAULT_MAX_ATTEMPTS
+    propeller: PropellerConfig = PropellerConfig()  # budgets and limits: the scenario's, or the deployment's
     round_retry: float = defaults.ROUND_RETRY_SECONDS
     timings: dict[str, PodTiming] = field(default_factory=dict)
     attempts: tuple[tuple[SimEvent, ...], ...] = ()
@@ -95,32 +91,17 @@ class ScenarioSpec:
         """Attempt N's events; attempts beyond the scenario's list run clean to completion."""
         return self.attempts[attempt] if attempt < len(self.attempts) else ()
 
-    def propeller_config(self):
-        """The scenario's propeller settings as the model's `PropellerConfig`."""
-        from aggregation.propeller import PropellerConfig  # propeller's rules are not needed to load a scenario
-
-        return PropellerConfig(
-            max_node_retries_system_failures=self.max_system_failures,
-            ignore_retry_cause=self.ignore_retry_cause,
-            interruptible_failure_threshold=self.interruptible_failure_threshold,
-            max_payload_bytes=self.max_payload_bytes,
-            max_workflow_retries=self.max_workflow_retries,
-            default_max_attempts=self.default_max_attempts,
-        )
+    def propeller_config(self) -> PropellerConfig:
+        """The scenario's propeller settings (budgets and limits) as the model's `PropellerConfig`."""
+        return self.propeller
 
     def with_deployment(self, deployment) -> "ScenarioSpec":
         """The scenario on a deployment whose propeller configuration says otherwise (see `deployment.py`)."""
-        config = deployment.propeller_config(self.propeller_config())
         aggregation = deployment.error_aggregation
         return replace(
             self,
             error_aggregation=self.error_aggregation if aggregation is None else aggregation,
-            max_system_failures=config.max_node_retries_system_failures,
-            ignore_retry_cause=config.ignore_retry_cause,
-            interruptible_failure_threshold=config.interruptible_failure_threshold,
-            max_payload_bytes=config.max_payload_bytes,
-            max_workflow_retries=config.max_workflow_retries,
-            default_max_attempts=config.default_max_attempts,
+            propeller=deployment.propeller_config(self.propeller),
         )
 
     def with_plugin(self, plugin: str) -> "ScenarioSpec":
@@ -155,6 +136,21 @@ def _timing(base: PodTiming, message: pb.PodTimings) -> PodTiming:
             wait.timeout_seconds if wait.HasField("timeout_seconds") else defaults.JOIN_TIMEOUT_SECONDS
         )
     return replace(base, **values)
+
+
+def _propeller_config(propeller: pb.Propeller) -> PropellerConfig:
+    """The budgets and limits a scenario sets; the rest keep propeller's defaults (`defaults.py`)."""
+    values = {}
+    for proto_name, attribute in (
+        ("max_node_retries_system_failures", "max_node_retries_system_failures"),
+        ("interruptible_failure_threshold", "interruptible_failure_threshold"),
+        ("max_workflow_retries", "max_workflow_retries"),
+    ):
+        if propeller.HasField(proto_name):
+            values[attribute] = getattr(propeller, proto_name)
+    if propeller.HasField("max_download_mbs"):
+        values["max_payload_bytes"] = propeller.max_download_mbs * 1024 * 1024
+    return PropellerConfig(ignore_retry_cause=propeller.ignore_retry_cause, **values)
 
 
 class _Locator:
@@ -370,21 +366,9 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         interruptible=message.task.interruptible,
         training_seconds=training,
         error_aggregation=propeller.error_aggregation,
-        max_system_failures=propeller.max_node_retries_system_failures
-        if propeller.HasField("max_node_retries_system_failures")
-        else defaults.MAX_NODE_RETRIES_SYSTEM_FAILURES,
-        ignore_retry_cause=propeller.ignore_retry_cause,
         observation_delay=propeller.observation_delay_seconds,
-        interruptible_failure_threshold=propeller.interruptible_failure_threshold
-        if propeller.HasField("interruptible_failure_threshold")
-        else defaults.INTERRUPTIBLE_FAILURE_THRESHOLD,
         plugin=plugin,
-        max_payload_bytes=propeller.max_download_mbs * 1024 * 1024
-        if propeller.HasField("max_download_mbs")
-        else defaults.MAX_PAYLOAD_BYTES,
-        max_workflow_retries=propeller.max_workflow_retries
-        if propeller.HasField("max_workflow_retries")
-        else defaults.MAX_WORKFLOW_RETRIES,
+        propeller=_propeller_config(propeller),
         round_retry=propeller.round_retry_seconds
         if propeller.HasField("round_retry_seconds")
         else defaults.ROUND_RETRY_SECONDS,
