@@ -463,6 +463,77 @@ def run_local(scenario_path, plugin, work_dir, as_json) -> None:
     sys.exit(0 if agree else 1)
 
 
+def _contain_temp_files(directory: Path) -> None:
+    """Temp files of this process (flytekit makes a sandbox at import) and of the pods it starts (torch elastic,
+    flytekit) go to `directory`, inside the command's own temp dir, and are removed with it."""
+    import os
+    import tempfile
+
+    directory.mkdir(parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = str(directory)
+    tempfile.tempdir = str(directory)
+
+
+@main.command()
+@click.option("--runs", type=click.IntRange(1, 1000), default=10, show_default=True, help="real pods, in turn")
+@click.option("--start-method", type=click.Choice(["spawn", "fork"]), default="spawn", show_default=True)
+@click.option("--work-dir", type=click.Path(file_okay=False), help="keep the runs' files here (default: a temp dir)")
+@click.option("--json", "as_json", is_flag=True, help="every run's moments and each phase's quantiles")
+def calibrate(runs, start_method, work_dir, as_json) -> None:
+    """Measure a preempted pod's report with real pods: signal -> look -> error.pb landed -> exit.
+
+    The middle phase is the plugin's check-then-write window, inside which a sibling's report can still be
+    overwritten when aggregation is off. Each phase is shown next to the pod model's timing for it.
+    """
+    import tempfile
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Configuring shared memory via")
+    from aggregation.report import ProgressBar, render_phases
+
+    console = Console(stderr=as_json)
+    with tempfile.TemporaryDirectory(prefix="aggsim-calibrate-") as tmp:
+        _contain_temp_files(Path(tmp) / "tmp")
+        try:
+            from localjob.calibrate import measure, phases
+            from localjob.realpods import LocalJobError
+        except ImportError as e:
+            _fail(f"calibrate needs the plugin extra (flytekit, torch): {e}")
+            return
+        where = Path(work_dir) if work_dir else Path(tmp) / "runs"
+        try:
+            with ProgressBar("real preempted pods", enabled=not as_json) as bar:
+                bar(0, runs)
+                samples = measure(runs, where, start_method, progress=lambda n, _: bar(n + 1, runs))
+        except LocalJobError as e:
+            _fail(str(e) if work_dir else f"{e} (kept nothing: pass --work-dir to keep the runs' files)")
+            return
+    measured = phases(samples)
+    if as_json:
+        from dataclasses import asdict
+
+        click.echo(
+            json.dumps(
+                {
+                    "runs": [asdict(s) for s in samples],
+                    "phases": [
+                        {
+                            "phase": p.name,
+                            "model_timing": p.model_timing,
+                            "model_seconds": p.model_seconds,
+                            **{k: p.quantile(q) for k, q in (("min", 0), ("median", 0.5), ("p90", 0.9), ("max", 1))},
+                        }
+                        for p in measured
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        plural = "s" if runs != 1 else ""
+        render_phases(measured, console, f"a preempted pod's report, {runs} real run{plural} ({start_method})")
+
+
 @main.command()
 @click.option("--real", is_flag=True, help="run real pods (pyflyte-execute, torch elastic) instead of the sweep")
 def demo(real: bool) -> None:

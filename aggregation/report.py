@@ -325,3 +325,23 @@ def render_comparison(diff: Sequence[tuple[str, Any, Any]], console: Console) ->
         console.print(Text.assemble(field, ": ", mark))
         console.print(Text.assemble("    simulated: ", simulated))
         console.print(Text.assemble("    real:      ", real))
+
+
+def render_phases(phases, console: Console, title: str) -> None:
+    """Measured phases (`localjob.calibrate.Phase`) next to the model's timing: a table, or a list if narrow."""
+    headers = ("phase", "model", "ms", "min", "median", "p90", "max")
+    rows = [
+        (literal(p.name), p.model_timing, f"{p.model_seconds * 1000:.1f}",
+         *(f"{p.quantile(q) * 1000:.1f}" for q in (0, 0.5, 0.9, 1)))
+        for p in phases
+    ]
+    if fits(console, [[h, *(row[i] for row in rows)] for i, h in enumerate(headers)]):
+        console.print(table(title + " (milliseconds)", headers, rows, justify=("left", "left") + ("right",) * 5))
+    else:
+        console.print(Text(title + " (milliseconds)", style="bold"))
+        for row in rows:
+            console.print(Text.assemble(row[0], ": ", ", ".join(f"{h} {v}" for h, v in zip(headers[1:], row[1:]))))
+    console.print(
+        "look -> landed is the plugin's check-then-write window: a sibling's report landing inside it is "
+        "overwritten when aggregation is off."
+    )

@@ -29,11 +29,17 @@ writer wins; on: the earliest stamp wins, from clocks that disagree):
   stamped when it is reported, but only after waiting `sibling_wait_seconds` (looking at the prefix every
   half second; a SIGTERM cuts the wait short) for a sibling's report. `Elastic(collateral_failures=
   "upstream")` restores upstream's classification.
+
+What remains is the check-then-write window: a sibling's report that lands after a consequence's last look
+and before its own `error.pb` lands is overwritten when aggregation is off. Each decision is logged with the
+moment of that look (`DECISION_FORMAT`), and `aggsim calibrate` measures the window from it with real pods
+(a few milliseconds on a local disk, plus a PUT's latency on an object store).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -43,6 +49,7 @@ from typing import Any, Optional
 from flytekit.core.base_task import IgnoreOutputs
 from flytekit.core.context_manager import FlyteContextManager
 from flytekit.exceptions.user import FlyteRecoverableException, FlyteUserRuntimeException
+from flytekit.loggers import logger
 from flytekitplugins.kfpytorch.error_handling import is_recoverable_worker_error
 from flytekitplugins.kfpytorch.task import Elastic as UpstreamElastic
 from flytekitplugins.kfpytorch.task import PytorchElasticFunctionTask
@@ -158,6 +165,35 @@ def is_collateral_failure(failure: Any) -> bool:
     return any(sign in text for sign in PEER_LOSS_SIGNS)
 
 
+@dataclass(frozen=True)
+class Look:
+    """One look under the output prefix for a sibling's report: what was found, and when the look began."""
+
+    prefix: Optional[str]
+    sibling: Optional[str]
+    at: float  # time.time() before the listing: a file landing after this moment may be missed
+
+    def log_decision(self, reporting: str) -> None:
+        """One line in the pod's log saying what the pod does and when it last looked (see DECISION_PATTERN)."""
+        if self.sibling is not None:
+            decision = f"leaves {self.sibling} standing"
+        else:
+            decision = f"reports {reporting}: no sibling's report"
+        logger.warning(DECISION_FORMAT.format(decision=decision, prefix=self.prefix, at=self.at))
+
+
+#: The pod's log line for a report-or-yield decision. Between `at` and this pod's own error file landing, a
+#: sibling's report can still arrive and, with aggregation off, be overwritten: the check-then-write window
+#: (`aggsim calibrate` measures it from this line and the file's mtime).
+DECISION_FORMAT = "aggsim plugin: {decision} (looked under {prefix} at {at:.6f})"
+DECISION_PATTERN = re.compile(r"aggsim plugin: (?P<decision>.+?) \(looked under .* at (?P<at>[0-9]+\.[0-9]{6})\)")
+
+
+def look_for_sibling_report(prefix: Optional[str]) -> Look:
+    at = time.time()
+    return Look(prefix, sibling_report(prefix), at)
+
+
 def sibling_report(prefix: Optional[str]) -> Optional[str]:
     """The name of an error file under `prefix` that holds an error document (a sibling's report), if any.
 
@@ -188,8 +224,10 @@ def sibling_report(prefix: Optional[str]) -> Optional[str]:
     return None
 
 
-def wait_for_sibling_report(prefix: Optional[str], wait: float, poll: float = 0.5) -> Optional[str]:
-    """Look for a sibling's report every `poll` s for up to `wait` s; a SIGTERM or SIGINT ends the wait early."""
+def wait_for_sibling_report(prefix: Optional[str], wait: float, poll: float = 0.5) -> Look:
+    """Look for a sibling's report every `poll` s for up to `wait` s; a SIGTERM or SIGINT ends the wait early.
+
+    Returns the last look: the one that found a report, or the one after which the pod reports its own."""
     interrupted = threading.Event()
     previous = {}
     if threading.current_thread() is threading.main_thread():
@@ -198,12 +236,12 @@ def wait_for_sibling_report(prefix: Optional[str], wait: float, poll: float = 0.
     try:
         deadline = time.monotonic() + wait
         while True:
-            found = sibling_report(prefix)
-            if found is not None or interrupted.is_set():
-                return found
+            look = look_for_sibling_report(prefix)
+            if look.sibling is not None or interrupted.is_set():
+                return look
             left = deadline - time.monotonic()
             if left <= 0:
-                return None
+                return look
             interrupted.wait(min(poll, left))
     finally:
         for sig, handler in previous.items():
@@ -234,9 +272,10 @@ class RecoverableElasticTask(PytorchElasticFunctionTask):
                 if signal_exc is None:
                     raise  # rank 0 lives in another worker group: upstream behaviour, unchanged
                 received_at = clock.first_arrival(signal_exc.sigval)
-                sibling = sibling_report(self._prefix())
-                if sibling is not None:  # a consequence: the sibling's report stands
-                    raise IgnoreOutputs(f"{sibling} already reports this attempt's failure") from signal_exc
+                look = look_for_sibling_report(self._prefix())
+                look.log_decision("its preemption")
+                if look.sibling is not None:  # a consequence: the sibling's report stands
+                    raise IgnoreOutputs(f"{look.sibling} already reports this attempt's failure") from signal_exc
                 raise recoverable_error_for_signal(signal_exc, received_at) from signal_exc
             except (FlyteRecoverableException, FlyteUserRuntimeException) as failed:
                 child_failure = _child_failure_behind(failed)
@@ -275,9 +314,10 @@ class RecoverableElasticTask(PytorchElasticFunctionTask):
     def _report_collateral(self, cause: Any, failure: BaseException) -> None:
         """Wait for a sibling's report; leave it standing if one comes, else report this failure recoverable."""
         wait = float(getattr(self.task_config, "sibling_wait_seconds", DEFAULT_SIBLING_WAIT_SECONDS))
-        sibling = wait_for_sibling_report(self._prefix(), wait)
-        if sibling is not None:
-            raise IgnoreOutputs(f"{sibling} already reports this attempt's failure") from failure
+        look = wait_for_sibling_report(self._prefix(), wait)
+        look.log_decision("a collateral failure")
+        if look.sibling is not None:
+            raise IgnoreOutputs(f"{look.sibling} already reports this attempt's failure") from failure
         text = cause if isinstance(cause, str) else repr(cause)
         raise FlyteRecoverableException(COLLATERAL_MESSAGE.format(cause=text), timestamp=time.time()) from failure
 
