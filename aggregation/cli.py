@@ -5,7 +5,9 @@ Usage errors, missing prefixes and missing filesystems print one line and exit 2
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -39,11 +41,100 @@ def _version_message() -> str:
     return f"aggsim {ours}\nmodels: {mirrors}"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Interrupted(BaseException):
+    """A SIGTERM or SIGHUP, raised where the process is so that every `with` block cleans up on the way out
+    (a BaseException, like KeyboardInterrupt, so no `except Exception` swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_interrupted(signum, frame) -> None:
+    raise Interrupted(signum)
+
+
+class AggsimGroup(click.Group):
+    """Every failure ends in one line on stderr: usage errors (exit 2) and interruptions (128 + the signal)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        import signal
+
+        previous = {signum: signal.signal(signum, _raise_interrupted) for signum in (signal.SIGTERM, signal.SIGHUP)}
+        for stream in (sys.stdout, sys.stderr):  # a terminal that cannot show a character gets its escape
+            if hasattr(stream, "reconfigure"):
+                stream.reconfigure(errors="backslashreplace")
+        try:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as e:  # `aggsim` alone: the help, as --help shows it
+            click.echo(e.format_message())
+            sys.exit(0)
+        except click.UsageError as e:
+            where = e.ctx.command_path if e.ctx is not None else "aggsim"
+            _last_words(f"{where}: {e.format_message()}")
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            _last_words(f"aggsim: {e.format_message()}")
+            sys.exit(e.exit_code)
+        except (KeyboardInterrupt, click.exceptions.Abort):
+            _interrupted("SIGINT", 130)
+        except Interrupted as e:
+            _interrupted(signal.Signals(e.signum).name, 128 + e.signum)
+        except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as a SIGPIPE would
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(128 + signal.SIGPIPE)
+        except OSError as e:
+            if e.filename is None and e.errno in OUTPUT_ERRNOS:  # writing our own output failed (a full disk)
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                _last_words(f"aggsim: cannot write the output: {e.strerror}")
+                sys.exit(USAGE_ERROR)
+            _internal_error(e)
+        except Exception as e:  # a bug: one line, the traceback only when asked for
+            _internal_error(e)
+        finally:  # when called in-process (tests, CliRunner), leave the caller's handlers as they were
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
+#: errno values that mean "this process's output cannot be written" when no file name is attached
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT, errno.EPIPE})
+
+
+def _last_words(line: str) -> None:
+    try:
+        click.echo(line, err=True)
+    except OSError:
+        pass
+
+
+def _internal_error(e: BaseException) -> None:
+    """A bug in aggsim: say so in one line; AGGSIM_DEBUG=1 shows the traceback."""
+    if os.environ.get("AGGSIM_DEBUG"):
+        raise e
+    _last_words(f"aggsim: internal error: {type(e).__name__}: {e} (AGGSIM_DEBUG=1 shows the traceback)")
+    sys.exit(USAGE_ERROR)
+
+
+def _interrupted(name: str, code: int) -> None:
+    import signal
+
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):  # cleanup is done; a second signal just ends it
+        signal.signal(signum, signal.SIG_DFL)
+    try:
+        click.echo(f"aggsim: interrupted ({name}); every process it started is stopped", err=True)
+    except OSError:
+        pass
+    sys.exit(code)
+
+
+@click.group(cls=AggsimGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(message=_version_message(), package_name="flyte-aggsim")
 def main() -> None:
     """Which failure does Flyte report for a distributed PyTorch job, and does it retry?"""
 
+
+#: Flyte's own integer type for retries and attempt counters (core.RetryStrategy.retries, NodeStatus.Attempts)
+UINT32 = click.IntRange(0, 2**32 - 1)
 
 PROPELLER_CONFIG_OPTION = click.option(
     "--propeller-config",
@@ -65,24 +156,24 @@ PROPELLER_CONFIG_OPTION = click.option(
     help="error aggregation strategy (earliest when enable-distributed-error-aggregation is on)",
 )
 @click.option("--outputs-declared", is_flag=True, help="the task declares outputs (outputs.pb must exist)")
-@click.option("--retries", type=click.IntRange(min=0), default=0, show_default=True, help="the task's `retries`")
+@click.option("--retries", type=UINT32, default=0, show_default=True, help="the task's `retries`")
 @click.option(
     "--attempts",
-    type=click.IntRange(min=0),
+    type=UINT32,
     default=0,
     show_default=True,
     help="the node's attempts so far (NodeStatus.Attempts)",
 )
 @click.option(
     "--system-failures",
-    type=click.IntRange(min=0),
+    type=UINT32,
     default=0,
     show_default=True,
     help="the node's system failures so far",
 )
 @click.option(
     "--max-system-failures",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, 2**31 - 1),
     default=defaults.MAX_NODE_RETRIES_SYSTEM_FAILURES,
     show_default=True,
     help="propeller's max-node-retries-system-failures",
@@ -90,7 +181,7 @@ PROPELLER_CONFIG_OPTION = click.option(
 @click.option("--ignore-retry-cause", is_flag=True, help="propeller's ignore-retry-cause")
 @click.option(
     "--max-download-mb",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, 2**63 - 1),
     help=f"storage.limits.maxDownloadMBs: the error-file size limit [default: {defaults.MAX_DOWNLOAD_MBS}]",
 )
 @PROPELLER_CONFIG_OPTION
@@ -291,7 +382,8 @@ def _deployment(config_files):
 @click.option("--plugin", type=PLUGIN_CHOICE, help="override the scenario's plugin variant")
 @click.option("--aggregation/--no-aggregation", default=None, help="override enable-distributed-error-aggregation")
 @click.option("--json", "as_json", is_flag=True, help="print the aggsim.v1.Execution record as JSON")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="also draw the per-pod timeline to this PNG")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+    help="also draw the per-pod timeline to this file (.png, .svg, .pdf...)")
 @click.option(
     "--expect",
     type=click.Choice([p.value for p in FinalPhase]),
@@ -313,20 +405,31 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, con
         spec = spec.with_deployment(_deployment(config_files))
     if aggregation is not None:
         spec = spec.with_aggregation(aggregation)
-    execution = run(spec)
+    try:
+        execution = run(spec)
+    except ScenarioError as e:
+        _fail(str(e))
+        return
     if plot_path:
         try:
             import matplotlib
 
             matplotlib.use("Agg")  # a file, never a window
+            from matplotlib.backend_bases import FigureCanvasBase
+
             from aggregation.plot import timeline_figure
         except ImportError as e:
             _fail(f"--plot needs matplotlib: pip install 'flyte-aggsim[notebooks]' ({e})")
             return
+        formats = FigureCanvasBase.get_supported_filetypes()
+        suffix = Path(plot_path).suffix.lstrip(".").lower()
+        if suffix not in formats:
+            _fail(f"--plot {plot_path}: the file name must end in one of {', '.join('.' + f for f in sorted(formats))}")
+            return
         try:
             timeline_figure(execution).savefig(plot_path, dpi=110)
         except OSError as e:
-            _fail(f"--plot {plot_path}: {e.strerror}")
+            _fail(f"--plot {plot_path}: {e.strerror or e}")
             return
     if as_json:
         click.echo(json.dumps(execution_to_json(execution), indent=2))
@@ -350,7 +453,7 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, con
 )
 @click.option(
     "--samples",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=defaults.MAX_SWEEP_SAMPLES),
     default=2000,
     show_default=True,
     help="enumerate exhaustively up to this many assignments, else sample this many",
@@ -377,7 +480,7 @@ def sweep(scenario_path, varies, samples, seed, plugins, as_json, out_path, conf
 
     try:
         source = read_scenario(scenario_path)
-        variations = [parse_variation(v) for v in varies] or default_variations(source)
+        variations = [parse_variation(v, source.message) for v in varies] or default_variations(source)
         with contextlib.ExitStack() as stack:
             log = stack.enter_context(CaseLog(out_path, [v.field for v in variations])) if out_path else None
             bar = stack.enter_context(ProgressBar("sweeping", enabled=sys.stderr.isatty() and not as_json))

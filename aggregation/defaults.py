@@ -52,4 +52,10 @@ SIBLING_WAIT_SECONDS = 10.0
 SIBLING_POLL_SECONDS = 0.5  # how often it looks at the output prefix meanwhile
 
 # --- this tool's own limits -----------------------------------------------------------------------------------------
+MAX_SCENARIO_BYTES = 1024 * 1024  # a scenario file larger than this is refused, not parsed
+MAX_SCENARIO_SECONDS = 10 * 365 * 24 * 3600.0  # a time beyond ten years is a typo, not a training run
+MAX_ATTEMPTS = 100  # the simulator plays at most this many attempts of one node (and refuses beyond)
+MAX_NPROC_PER_NODE = 1024
+MAX_SWEEP_SAMPLES = 1_000_000  # `sweep --samples` at most: each assignment runs under up to six plugin x flag cells
+MAX_VALUES_PER_VARIATION = 1_000_000  # one `--vary` range; a sweep samples `--samples` of all the combinations
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a propeller configuration file larger than this is refused, not parsed

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from aggregation import defaults
 from aggregation.propeller import Decision, NodeState, PropellerConfig
 from aggregation.results import AttemptResult, Execution, FinalPhase, Source, success_phase
-from aggregation.scenario import ScenarioSpec
+from aggregation.scenario import ScenarioError, ScenarioSpec
 from aggregation.world import Attempt, Pods
 
-#: A safety net: propeller's budgets end every real execution long before this.
-MAX_ATTEMPTS = 100
+#: Propeller's budgets end most executions long before this; a scenario whose retries allow more, and whose
+#: attempts keep failing, is refused here rather than simulated without end.
+MAX_ATTEMPTS = defaults.MAX_ATTEMPTS
 
 
-class TooManyAttempts(RuntimeError):
-    pass
+class TooManyAttempts(ScenarioError):
+    """The node would go on past `MAX_ATTEMPTS` attempts: the simulator refuses to play further."""
 
 
 def run_attempt(
@@ -67,4 +69,7 @@ def run_execution(
         if decision.decision is Decision.WAIT:
             return Execution(spec, tuple(attempts), FinalPhase.STILL_RUNNING, source=source)
         return Execution(spec, tuple(attempts), FinalPhase.FAILED_PERMANENTLY, decision.code, decision.kind, source)
-    raise TooManyAttempts(f"{spec.name}: more than {max_attempts} attempts")
+    raise TooManyAttempts(
+        f"{spec.name}: the node is still retrying after {max_attempts} attempts (task.retries {spec.retries}); "
+        f"the simulator plays at most {max_attempts}"
+    )

@@ -10,12 +10,14 @@ counterexample (the first assignment, in enumeration order, that produced each o
 
 from __future__ import annotations
 
-import itertools
+import math
 import random
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterable, Iterator, Optional, Sequence
+
+from google.protobuf.descriptor import FieldDescriptor
 
 from aggregation import defaults
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
@@ -24,12 +26,13 @@ from aggregation.simulate import Execution, simulate
 
 OUTCOMES = ("RETRIED", "FAILED_PERMANENTLY", "SUCCEEDED_SILENTLY", "SUCCEEDED", "STILL_RUNNING")
 _STEP = re.compile(r"([A-Za-z_]\w*)(?:\[(\d+)\])?")
+MAX_VALUES_PER_FIELD = defaults.MAX_VALUES_PER_VARIATION
 
 
 @dataclass(frozen=True)
 class Variation:
     field: str
-    values: tuple
+    values: Sequence  # a tuple, or a lazy NumberRange
 
 
 @dataclass
@@ -93,35 +96,44 @@ def outcome_of(execution: Execution) -> str:
     return execution.final_phase.value if execution.final_phase.value == "SUCCEEDED_SILENTLY" else "SUCCEEDED"
 
 
-def parse_variation(text: str) -> Variation:
-    if "=" not in text:
-        raise ScenarioError(f"--vary {text!r}: expected FIELD=RANGE")
-    name, spec = text.split("=", 1)
-    name, spec = name.strip(), spec.strip()
-    if ":" in spec:
-        try:
-            start, stop, step = (float(x) for x in spec.split(":"))
-        except ValueError:
-            raise ScenarioError(f"--vary {text!r}: a range is start:stop:step with numbers") from None
-        if step <= 0 or stop < start:
-            raise ScenarioError(f"--vary {text!r}: need step > 0 and stop >= start")
-        count = int(round((stop - start) / step)) + 1
-        values = tuple(round(start + i * step, 9) for i in range(count))
-    else:
-        values = tuple(_number_or_text(v.strip()) for v in spec.split(",") if v.strip())
-    if not values:
-        raise ScenarioError(f"--vary {text!r}: no values")
-    return Variation(name, values)
+class NumberRange(Sequence):
+    """`start:stop:step`, inclusive, without materialising it: a sweep may sample a few points of a huge range."""
+
+    def __init__(self, start: float, step: float, count: int, integral: bool) -> None:
+        self.start, self.step, self.count, self.integral = start, step, count, integral
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.count))]
+        if not -self.count <= index < self.count:
+            raise IndexError(index)
+        index %= self.count
+        value = self.start + index * self.step
+        return int(round(value)) if self.integral else round(value, 9)
+
+    def __eq__(self, other) -> bool:
+        return list(self) == list(other) if len(self) == len(other) else False
+
+    def __repr__(self) -> str:
+        return f"NumberRange({self.start!r}, {self.step!r}, {self.count})"
 
 
-def _number_or_text(value: str):
-    try:
-        return float(value)
-    except ValueError:
-        return value
+#: integer field types and the range protobuf (and Flyte, for retries: uint32) gives them
+_INTEGER_RANGES = {
+    FieldDescriptor.TYPE_UINT32: (0, 2**32 - 1),
+    FieldDescriptor.TYPE_INT32: (-(2**31), 2**31 - 1),
+    FieldDescriptor.TYPE_UINT64: (0, 2**64 - 1),
+    FieldDescriptor.TYPE_INT64: (-(2**63), 2**63 - 1),
+}
+_BOOLEANS = {"true": True, "false": False, "1": True, "0": False}
 
 
-def _assign(message: pb.Scenario, path: str, value) -> None:
+def field_descriptor(message: pb.Scenario, path: str) -> FieldDescriptor:
+    """The scalar field at `path` in `message` (repeated entries must exist); ScenarioError otherwise."""
+    target_type = message.DESCRIPTOR
     target = message
     steps = path.split(".")
     for i, step in enumerate(steps):
@@ -129,32 +141,105 @@ def _assign(message: pb.Scenario, path: str, value) -> None:
         if not match:
             raise ScenarioError(f"--vary {path}: bad field step {step!r}")
         name, index = match.group(1), match.group(2)
-        descriptor = target.DESCRIPTOR.fields_by_name.get(name)
+        descriptor = target_type.fields_by_name.get(name)
         if descriptor is None:
-            raise ScenarioError(f"--vary {path}: {target.DESCRIPTOR.full_name} has no field {name!r}")
+            raise ScenarioError(f"--vary {path}: {target_type.full_name} has no field {name!r}")
         last = i == len(steps) - 1
-        if index is not None:
-            repeated = getattr(target, name)
-            if int(index) >= len(repeated):
-                raise ScenarioError(f"--vary {path}: {name} has only {len(repeated)} entries")
+        repeated = descriptor.is_repeated
+        if repeated and index is None:
+            raise ScenarioError(f"--vary {path}: {name} is a list; vary one entry's field, e.g. {name}[0]...")
+        if not repeated and index is not None:
+            raise ScenarioError(f"--vary {path}: {name} is not a list")
+        if descriptor.type == descriptor.TYPE_MESSAGE:
             if last:
-                raise ScenarioError(f"--vary {path}: cannot set a whole repeated entry")
-            target = repeated[int(index)]
-        elif last:
-            try:
-                if descriptor.type == descriptor.TYPE_ENUM and isinstance(value, str):
-                    value = descriptor.enum_type.values_by_name[value].number
-                elif descriptor.type in (descriptor.TYPE_UINT32, descriptor.TYPE_INT32, descriptor.TYPE_UINT64):
-                    value = int(value)
-                elif descriptor.type == descriptor.TYPE_BOOL:
-                    value = value in (1.0, "true", "True")
-                elif descriptor.type == descriptor.TYPE_STRING:
-                    value = str(value)
-                setattr(target, name, value)
-            except (TypeError, ValueError, KeyError) as e:
-                raise ScenarioError(f"--vary {path}: cannot set {value!r}: {e}") from None
-        else:
-            target = getattr(target, name)
+                raise ScenarioError(f"--vary {path}: {name} is a message; only scalar fields can be varied")
+            if repeated:
+                entries = getattr(target, name) if target is not None else ()
+                if int(index) >= len(entries):
+                    raise ScenarioError(f"--vary {path}: {name} has only {len(entries)} entries")
+                target = entries[int(index)]
+            else:
+                target = getattr(target, name) if target is not None else None
+            target_type = descriptor.message_type
+            continue
+        if not last:
+            raise ScenarioError(f"--vary {path}: {name} is a scalar; nothing below it")
+        if repeated:
+            raise ScenarioError(f"--vary {path}: {name} is a list of scalars; only scalar fields can be varied")
+        return descriptor
+    raise ScenarioError(f"--vary {path}: empty field path")  # pragma: no cover - split never yields nothing
+
+
+def _typed(path: str, descriptor: FieldDescriptor, text: str):
+    """One value of a `--vary` list, read by the field's type."""
+    kind = descriptor.type
+    if kind == descriptor.TYPE_STRING:
+        return text
+    if kind == descriptor.TYPE_BOOL:
+        if text.lower() not in _BOOLEANS:
+            raise ScenarioError(f"--vary {path}: {text!r} is not a boolean (true or false)")
+        return _BOOLEANS[text.lower()]
+    if kind == descriptor.TYPE_ENUM:
+        enum = descriptor.enum_type
+        if text in enum.values_by_name:
+            return enum.values_by_name[text].number
+        names = ", ".join(v.name for v in enum.values)
+        raise ScenarioError(f"--vary {path}: {text!r} is not a {enum.name} (expected one of {names})")
+    if kind in _INTEGER_RANGES:
+        low, high = _INTEGER_RANGES[kind]
+        try:
+            value = int(text)
+        except ValueError:
+            raise ScenarioError(f"--vary {path}: {text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise ScenarioError(f"--vary {path}: {value} is outside the field's range [{low}, {high}]")
+        return value
+    try:
+        value = float(text)
+    except ValueError:
+        raise ScenarioError(f"--vary {path}: {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ScenarioError(f"--vary {path}: {text!r} is not a finite number")
+    return value
+
+
+def parse_variation(text: str, message: pb.Scenario) -> Variation:
+    """`FIELD=start:stop:step` or `FIELD=a,b,c`, typed by the field of `message` it names."""
+    if "=" not in text:
+        raise ScenarioError(f"--vary {text!r}: expected FIELD=RANGE")
+    name, spec = (part.strip() for part in text.split("=", 1))
+    descriptor = field_descriptor(message, name)
+    numeric = descriptor.type in _INTEGER_RANGES or descriptor.type in (descriptor.TYPE_DOUBLE, descriptor.TYPE_FLOAT)
+    if ":" in spec and numeric:
+        parts = spec.split(":")
+        if len(parts) != 3:
+            raise ScenarioError(f"--vary {text!r}: a range is start:stop:step")
+        start, stop, step = (_typed(name, descriptor, part.strip()) for part in parts)
+        if step <= 0 or stop < start:
+            raise ScenarioError(f"--vary {text!r}: need step > 0 and stop >= start")
+        count = int((stop - start) / step + 1e-9) + 1
+        if count > MAX_VALUES_PER_FIELD:
+            raise ScenarioError(
+                f"--vary {text!r}: {count:,} values, over the {MAX_VALUES_PER_FIELD:,} a field may take; widen the step"
+            )
+        return Variation(name, NumberRange(start, step, count, descriptor.type in _INTEGER_RANGES))
+    values = tuple(_typed(name, descriptor, v.strip()) for v in spec.split(",") if v.strip())
+    if not values:
+        raise ScenarioError(f"--vary {text!r}: no values")
+    return Variation(name, values)
+
+
+def _assign(message: pb.Scenario, path: str, value) -> None:
+    """Set the scalar at `path` (checked by `field_descriptor` when the variation was parsed) to `value`."""
+    *parents, last = path.split(".")
+    target = message
+    for step in parents:
+        name, index = _STEP.fullmatch(step).groups()
+        target = getattr(target, name)[int(index)] if index is not None else getattr(target, name)
+    try:
+        setattr(target, _STEP.fullmatch(last).group(1), value)
+    except (TypeError, ValueError) as e:
+        raise ScenarioError(f"--vary {path}: cannot set {value!r}: {e}") from None
 
 
 def default_variations(source: ScenarioSource) -> list[Variation]:
@@ -196,16 +281,30 @@ def default_variations(source: ScenarioSource) -> list[Variation]:
     return variations
 
 
-def assignments(variations: Sequence[Variation], samples: int, seed: int) -> tuple[list[tuple], bool]:
+def assignments(variations: Sequence[Variation], samples: int, seed: int) -> tuple[Iterator[tuple], int, bool]:
+    """The assignments to simulate, lazily: every combination when there are at most `samples`, else `samples`
+    distinct ones drawn with a seeded RNG, in enumeration order. Returns (assignments, how many, exhaustive)."""
     sizes = [len(v.values) for v in variations]
-    total = 1
-    for size in sizes:
-        total *= size
+    total = math.prod(sizes)
     if total <= samples:
-        return list(itertools.product(*(v.values for v in variations))), True
-    rng = random.Random(seed)
-    chosen = sorted({tuple(rng.randrange(n) for n in sizes) for _ in range(samples)})
-    return [tuple(v.values[i] for v, i in zip(variations, picks)) for picks in chosen], False
+        indices: Iterable[int] = range(total)
+        count, exhaustive = total, True
+    else:
+        indices = sorted(random.Random(seed).sample(range(total), samples))
+        count, exhaustive = samples, False
+
+    def decode(index: int) -> tuple:
+        picks = []
+        for size in reversed(sizes):
+            index, pick = divmod(index, size)
+            picks.append(pick)
+        return tuple(v.values[i] for v, i in zip(variations, reversed(picks)))
+
+    return (decode(i) for i in indices), count, exhaustive
+
+
+def _assignment_text(assignment) -> str:
+    return " ".join(f"{name}={value!r}" for name, value in assignment)
 
 
 def sweep(
@@ -226,19 +325,25 @@ def sweep(
     the scenario's propeller settings in every case.
     """
     source.spec(plugin_override=plugins[0])  # the scenario as written must be valid, whatever we vary
-    plan, exhaustive = assignments(variations, samples, seed)
+    plan, planned, exhaustive = assignments(variations, samples, seed)
     cells = [Cell(plugin, flag) for plugin in plugins for flag in flags]
     for done, values in enumerate(plan, 1):
         message = pb.Scenario()
         message.CopyFrom(source.message)
-        for variation, value in zip(variations, values):
-            _assign(message, variation.field, value)
-        base = source.spec(plugin_override=plugins[0], message=message)
+        assignment = tuple(zip((v.field for v in variations), values))
+        try:
+            for variation, value in zip(variations, values):
+                _assign(message, variation.field, value)
+            base = source.spec(plugin_override=plugins[0], message=message)
+        except ScenarioError as e:  # the scenario's own rules, for a value the sweep put in
+            raise ScenarioError(f"--vary {_assignment_text(assignment)}: {e}") from None
         if deployment is not None:  # the deployment's propeller settings (the cells still set the flag)
             base = base.with_deployment(deployment)
-        assignment = tuple(zip((v.field for v in variations), values))
         for cell in cells:
-            execution = simulate(base.with_plugin(cell.plugin).with_aggregation(cell.aggregation))
+            try:
+                execution = simulate(base.with_plugin(cell.plugin).with_aggregation(cell.aggregation))
+            except ScenarioError as e:
+                raise ScenarioError(f"--vary {_assignment_text(assignment)}, {cell.plugin}: {e}") from None
             outcome = outcome_of(execution)
             cell.counts[outcome] += 1
             cell.total += 1
@@ -247,5 +352,5 @@ def sweep(
             if on_case is not None:
                 on_case(assignment, cell, execution, outcome)
         if progress is not None:
-            progress(done, len(plan))
-    return SweepResult(tuple(variations), len(plan), exhaustive, tuple(cells), outcome_meanings(source.message))
+            progress(done, planned)
+    return SweepResult(tuple(variations), planned, exhaustive, tuple(cells), outcome_meanings(source.message))

@@ -19,6 +19,13 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from aggregation.explore import BAD, GOOD, NEUTRAL, SweepResult, shown_outcomes  # noqa: E402
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb  # noqa: E402
+from aggregation.report import CONTROL_ESCAPES  # noqa: E402
+
+
+def plain(text) -> str:
+    """Text from a document, a path or a scenario as drawn literally: control characters escaped, and `$`
+    escaped so matplotlib never reads it as mathtext (an odd `$` would fail to render)."""
+    return str(text).translate(CONTROL_ESCAPES).replace("$", r"\$")
 
 MARKERS = {
     "signal": dict(marker="v", color="crimson", s=90, label="SIGTERM"),
@@ -111,7 +118,7 @@ def timeline_figure(execution, title: str = "") -> Figure:
         ax.axvline(attempt.observed_at, color="green", linewidth=1.5)
         ax.text(attempt.job_terminal_at, len(pods) - 0.35, f" job {attempt.job_condition}", color="purple", fontsize=8)
         ax.text(attempt.observed_at, -0.65, f" propeller reads -> {attempt.decision}", color="green", fontsize=8)
-        ax.set_yticks(range(len(pods)), pods)
+        ax.set_yticks(range(len(pods)), [plain(p) for p in pods])
         ax.set_ylim(-0.9, len(pods) - 0.1)
         ax.set_title(
             f"attempt {attempt.attempt}"
@@ -155,8 +162,8 @@ def timeline_figure(execution, title: str = "") -> Figure:
     fig.legend(handles=handles, loc="outside lower center", ncol=4, fontsize=8, frameon=False)
     phase = pb.FinalPhase.Name(record.final_phase)
     fig.suptitle(
-        title
-        or f"{record.scenario}: plugin {pb.PluginVariant.Name(record.plugin).lower()}, "
+        plain(title)
+        or f"{plain(record.scenario)}: plugin {pb.PluginVariant.Name(record.plugin).lower()}, "
         f"aggregation {'on' if record.error_aggregation else 'off'} -> {phase}",
         fontsize=11,
     )
@@ -204,7 +211,7 @@ def outcome_heatmap(result: SweepResult, title: str = "Outcome share per plugin 
         fontsize=8,
         frameon=False,
     )
-    ax.set_title(f"{title}\n({result.assignments} assignments; darker = larger share)", fontsize=10)
+    ax.set_title(f"{plain(title)}\n({result.assignments} assignments; darker = larger share)", fontsize=10)
     return fig
 
 
@@ -221,7 +228,7 @@ def candidates_figure(explanation) -> Figure:
         stamps = [c.sort_timestamp_ns / 1e9 for c in candidates]
         base = min(stamps)
         offsets = [s - base for s in stamps]
-        labels = [f"{c.path}  ({c.error.worker or '-'})" for c in candidates]
+        labels = [plain(f"{c.path}  ({c.error.worker or '-'})") for c in candidates]
         for y, (candidate, offset) in enumerate(zip(candidates, offsets)):
             colour = "seagreen" if candidate.error.recoverable else "indianred"
             ax.hlines(y, 0, offset, color=colour, linewidth=2, alpha=0.6)
@@ -265,9 +272,9 @@ def candidates_figure(explanation) -> Figure:
             frameon=False,
         )
     ax.set_title(
-        f"{explanation.read.strategy} strategy: {explanation.read.rule}\n"
+        f"{explanation.read.strategy} strategy: {plain(explanation.read.rule)}\n"
         f"task {explanation.outcome.phase.value}, node {explanation.decision.decision.value}"
-        f"{' ' + explanation.decision.code if explanation.decision.code else ''}",
+        f"{' ' + plain(explanation.decision.code) if explanation.decision.code else ''}",
         fontsize=10,
     )
     return fig

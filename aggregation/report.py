@@ -13,12 +13,20 @@ from aggregation.explore import BAD, GOOD, NEUTRAL, OUTCOMES, SweepResult, shown
 from aggregation.results import AttemptResult, Execution
 from aggregation.timeline import What
 
-_CONTROL = {code: f"\\x{code:02x}" for code in list(range(0x20)) + [0x7F]}
+#: str.translate table: control characters (C0, DEL, C1) shown as \\xNN escapes, never sent to a terminal
+CONTROL_ESCAPES = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)]}
 
 
 def literal(value: str, style: str = "") -> Text:
     """Text from a document, a path or a scenario, shown as written: no markup, control characters escaped."""
-    return Text(str(value).translate(_CONTROL), style=style)
+    return Text(str(value).translate(CONTROL_ESCAPES), style=style)
+
+
+def rule(console: Console, title="") -> None:
+    """A horizontal rule; ASCII dashes on a terminal that cannot show box-drawing characters."""
+    ascii_only = not console.encoding.startswith("utf")
+    shown = literal(title) if isinstance(title, str) and title else title  # a path in a title is not markup
+    console.rule(shown, characters="-" if ascii_only else "\u2500")
 
 
 def fits(console: Console, columns: Sequence[Sequence[Union[str, Text]]]) -> bool:
@@ -47,7 +55,8 @@ PHASE_STYLE = {
 
 
 def timeline_line(at: float, pod: str, what: str) -> str:
-    return f"{at:9.3f}  {pod:<16} {what}"
+    """One timeline row; the pod name is escaped before it is padded, so columns line up."""
+    return f"{at:9.3f}  {pod.translate(CONTROL_ESCAPES):<16} {what.translate(CONTROL_ESCAPES)}"
 
 
 def timeline_lines(attempt: AttemptResult) -> list[str]:
@@ -118,11 +127,11 @@ def render_execution(execution: Execution, console: Console) -> None:
             if attempt.resumed_from is not None
             else "starts from scratch"
         )
-        console.rule(f"attempt {attempt.attempt} ({resumed})")
+        rule(console, f"attempt {attempt.attempt} ({resumed})")
         print_timeline(console, [(e.at, e.pod, e.describe()) for e in attempt.timeline])
         for line in verdict_lines(attempt):
             console.print(line, highlight=False)
-    console.rule()
+    rule(console)
     console.print(final_line(execution), highlight=False)
 
 
@@ -225,12 +234,20 @@ def _attempt_verdict(attempt: AttemptResult) -> dict[str, Any]:
     }
 
 
+def _variation_to_json(variation) -> dict[str, Any]:
+    """A list of values, or a range as start, step and count (a range may hold a million values)."""
+    values = variation.values
+    if hasattr(values, "step"):
+        return {"field": variation.field, "start": values.start, "step": values.step, "count": len(values)}
+    return {"field": variation.field, "values": list(values)}
+
+
 def sweep_to_json(result: SweepResult) -> dict[str, Any]:
     return {
         "assignments": result.assignments,
         "exhaustive": result.exhaustive,
         "outcome_meaning": dict(result.meaning),
-        "variations": [{"field": v.field, "values": list(v.values)} for v in result.variations],
+        "variations": [_variation_to_json(v) for v in result.variations],
         "cells": [
             {
                 "plugin": cell.plugin,
@@ -257,7 +274,8 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
 def render_record_timeline(record, console: Console, label: str) -> None:
     """Timelines of an `aggsim.v1.Execution` record (a real run's, or a simulated one's)."""
     for attempt in record.attempts:
-        console.rule(
+        rule(
+            console,
             f"{label}: attempt {attempt.attempt}"
             f"{' (resumes from ' + attempt.resumed_from_checkpoint + ')' if attempt.resumed_from_checkpoint else ''}"
         )

@@ -7,7 +7,10 @@ message names the file, the line and the field.
 
 from __future__ import annotations
 
+import math
+import os
 import re
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
@@ -219,11 +222,26 @@ def resolve_scenario_path(path: str) -> str:
 
 
 def read_scenario(path: str) -> ScenarioSource:
+    """Read a scenario file: a regular file (never a FIFO or a device: they can block or never end), at most
+    `defaults.MAX_SCENARIO_BYTES`, in UTF-8."""
     path = resolve_scenario_path(path)
     try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ScenarioError(f"{path}: cannot read: {e.strerror if isinstance(e, OSError) else e}") from None
+        with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as f:
+            status = os.fstat(f.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                raise ScenarioError(f"{path}: not a regular file (a scenario is a .textproto file)")
+            if status.st_size > defaults.MAX_SCENARIO_BYTES:
+                limit = defaults.MAX_SCENARIO_BYTES
+                raise ScenarioError(f"{path}: {status.st_size:,} bytes, over the {limit:,}-byte limit for a scenario")
+            data = f.read(defaults.MAX_SCENARIO_BYTES + 1)
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+    if len(data) > defaults.MAX_SCENARIO_BYTES:  # it grew while we read it
+        raise ScenarioError(f"{path}: over the {defaults.MAX_SCENARIO_BYTES:,}-byte limit for a scenario")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {e.start})") from None
     return parse_scenario_source(text, path)
 
 
@@ -237,7 +255,58 @@ def load_scenario(path: str, plugin_override: Optional[str] = None) -> ScenarioS
     return read_scenario(path).spec(plugin_override)
 
 
+#: fields in seconds that may be negative (a clock behind true time)
+SIGNED_SECONDS = frozenset({"clock_offset_seconds"})
+
+
+def _value_problem(descriptor, value) -> Optional[str]:
+    """What is wrong with one scalar field's value, if anything."""
+    name = descriptor.name
+    if descriptor.type == descriptor.TYPE_ENUM:
+        if descriptor.enum_type.values_by_number.get(value) is None:
+            names = ", ".join(v.name for v in descriptor.enum_type.values)
+            return f"{value} is not a {descriptor.enum_type.name} (expected one of {names})"
+    elif descriptor.type in (descriptor.TYPE_DOUBLE, descriptor.TYPE_FLOAT):
+        if not math.isfinite(value):
+            return f"must be a finite number, got {value}"
+        if name.endswith("_seconds") and value < 0 and name not in SIGNED_SECONDS:
+            return f"must be >= 0, got {value}"
+        if name.endswith("_seconds") and abs(value) > defaults.MAX_SCENARIO_SECONDS:
+            return f"{value:g} s is beyond the {defaults.MAX_SCENARIO_SECONDS:g} s a scenario may span"
+    elif name == "max_download_mbs" and value < 0:
+        return f"must be >= 0 (0: no limit), got {value}"
+    elif name == "nproc_per_node" and value > defaults.MAX_NPROC_PER_NODE:
+        return f"{value} workers per pod is more than the model plays (at most {defaults.MAX_NPROC_PER_NODE})"
+    return None
+
+
+def _check_values(message, where: _Locator, path: str = "", seen: Optional[dict] = None) -> None:
+    """Every set field of the scenario against its type, in one place: enum numbers the schema defines, finite
+    times within `defaults.MAX_SCENARIO_SECONDS` (non-negative unless the field is a clock offset), integers
+    within what the model plays. Raises ScenarioError naming the field."""
+    seen = {} if seen is None else seen
+    for descriptor, value in message.ListFields():
+        items = list(value) if descriptor.is_repeated else [value]
+        for index, item in enumerate(items):
+            field_path = f"{path}{descriptor.name}" + (f"[{index}]" if descriptor.is_repeated else "")
+            occurrence = seen.get(descriptor.name, 0)
+            seen[descriptor.name] = occurrence + 1
+            if descriptor.type == descriptor.TYPE_MESSAGE:
+                _check_values(item, where, field_path + ".", seen)
+                continue
+            problem = _value_problem(descriptor, item)
+            if problem is not None:
+                raise where.error(where.line_of(rf"\b{descriptor.name}\b", occurrence), field_path, problem)
+    if path == "" and len(message.attempts) > defaults.MAX_ATTEMPTS:
+        raise where.error(
+            where.line_of(r"\battempts\b", defaults.MAX_ATTEMPTS),
+            "attempts",
+            f"{len(message.attempts)} attempts is more than the simulator plays (at most {defaults.MAX_ATTEMPTS})",
+        )
+
+
 def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]) -> ScenarioSpec:
+    _check_values(message, where)
     job = message.job
     pods = tuple(job.pods)
     if not pods:

@@ -22,7 +22,7 @@ from rich.text import Text
 
 from aggregation.explain import Explanation, explain_prefix, rfc3339_nanos
 from aggregation.propeller import JobCondition
-from aggregation.report import fits, literal
+from aggregation.report import fits, literal, rule
 from localjob.pod import LocalPod, PodSpec
 from localjob.workloads import task_name
 
@@ -125,7 +125,7 @@ def render(runs: list[PreemptedRun], console: Console) -> None:
         return
     console.print(Text(title, style="bold"))  # narrow terminal or a pipe: one block per plugin, nothing cut
     for i, run in enumerate(runs):
-        console.rule(LABELS[run.variant])
+        rule(console, LABELS[run.variant])
         for label, cells in rows:
             console.print(Text(label.replace("\n", " ") + ":", style="bold"))
             for line in cells[i].split("\n"):

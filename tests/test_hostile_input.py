@@ -1,0 +1,257 @@
+"""Careless and hostile input: every case ends in a verdict or one line naming what is wrong, never a traceback,
+a hang or a wrong answer. Scenario values are checked against the `aggsim.v1.Scenario` schema's types in one
+place (`aggregation/scenario.py` `_check_values`), `--vary` values by the field's type (`aggregation/explore.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import AGGSIM, SCENARIOS
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aggregation.cli import main
+
+PREEMPTION = str(SCENARIOS / "preemption_during_training.textproto")
+TWO_PODS = 'name: "x" plugin: RECOVERABLE job { pods: "a" pods: "b" } '
+
+
+def run(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result
+
+
+def one_line_error(result, *needles):
+    """Exit 2, and stderr is one line that names what is wrong."""
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def scenario(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.textproto"
+    path.write_text(text)
+    return path
+
+
+# --- the scenario file itself -------------------------------------------------------------------------------------
+
+
+def test_a_fifo_is_refused_at_once_instead_of_blocking(tmp_path):
+    fifo = tmp_path / "pipe.textproto"
+    os.mkfifo(fifo)
+    done = subprocess.run([AGGSIM, "simulate", str(fifo)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "not a regular file" in done.stderr
+
+
+def test_a_device_is_refused(tmp_path):
+    one_line_error(run("simulate", "/dev/zero"), "/dev/zero", "not a regular file")
+
+
+def test_a_scenario_over_the_size_limit_is_refused_unread(tmp_path):
+    from aggregation import defaults
+
+    big = tmp_path / "big.textproto"
+    big.write_text("# " + "x" * defaults.MAX_SCENARIO_BYTES)
+    one_line_error(run("simulate", big), "big.textproto", "limit")
+
+
+def test_a_scenario_that_is_not_utf8_is_refused(tmp_path):
+    path = tmp_path / "latin1.textproto"
+    path.write_bytes(b'name: "caf\xe9"')
+    one_line_error(run("simulate", path), "not UTF-8")
+
+
+# --- field values against the schema's types --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ('name: "x" job { pods: "a" } plugin: 99', "plugin"),
+        (TWO_PODS.replace("RECOVERABLE", "UPSTREAM") + "job { clean_pod_policy: 7 }", None),  # two job fields: parse
+        ('name: "x" plugin: RECOVERABLE job { pods: "a" clean_pod_policy: 7 }', "job.clean_pod_policy"),
+        ('name: "x" plugin: RECOVERABLE job { pods: "a" start_method: 5 }', "job.start_method"),
+        (TWO_PODS + "task { training_seconds: inf }", "task.training_seconds"),
+        (TWO_PODS + "task { training_seconds: 1e299 }", "task.training_seconds"),
+        (TWO_PODS + "timings { upload_seconds: nan }", "timings.upload_seconds"),
+        (TWO_PODS + "timings { rendezvous_seconds: -1 }", "timings.rendezvous_seconds"),
+        (TWO_PODS + "propeller { observation_delay_seconds: -inf }", "propeller.observation_delay_seconds"),
+        (TWO_PODS + "propeller { max_download_mbs: -5 }", "propeller.max_download_mbs"),
+        (TWO_PODS + 'attempts { events { at_seconds: 1e299 pod: "a" preemption {} } }', "at_seconds"),
+        (TWO_PODS + 'attempts { events { at_seconds: 5 storage_outage { duration_seconds: inf } } }', "duration"),
+        (TWO_PODS + 'timings { on_peer_death { fail { after_seconds: -0.5 } } }', "after_seconds"),
+        (TWO_PODS + "job { nproc_per_node: 4000000000 }", None),
+    ],
+)
+def test_values_outside_the_schema_s_types_are_refused_naming_the_field(tmp_path, text, field):
+    line = one_line_error(run("simulate", scenario(tmp_path, text)), "s.textproto:")
+    if field is not None:
+        assert field in line
+
+
+def test_more_attempts_than_the_simulator_plays_are_refused(tmp_path):
+    attempts = " ".join('attempts { events { at_seconds: 5 pod: "a" preemption {} } }' for _ in range(101))
+    one_line_error(run("simulate", scenario(tmp_path, TWO_PODS + attempts)), "attempts", "at most 100")
+
+
+def test_an_execution_that_would_retry_past_100_attempts_is_refused_not_crashed(tmp_path):
+    """task.retries is a uint32: a node whose attempts all fail would go on; the simulator says where it stops."""
+    failing = 'attempts { events { at_seconds: 5 pod: "a" worker_error { recoverable: true } } }'
+    attempts = " ".join(failing for _ in range(100))
+    path = scenario(tmp_path, TWO_PODS + "task { retries: 4000000000 } " + attempts)
+    one_line_error(run("simulate", path), "still retrying after 100 attempts")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(["rendezvous_seconds", "agent_shutdown_seconds", "upload_seconds", "failure_detection_seconds"]),
+    st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(min_value=0, max_value=1e6)),
+)
+def test_any_timing_value_is_simulated_or_refused_in_one_line(field, value):
+    """Generated timings (any double): a finite non-negative one within the bound is simulated, any other refused."""
+    from aggregation import defaults
+    from aggregation.scenario import ScenarioError, parse_scenario
+    from aggregation.simulate import simulate
+
+    preemption = 'attempts { events { at_seconds: 5 pod: "a" preemption {} } }'
+    text = TWO_PODS + f"timings {{ {field}: {value!r} }} " + preemption
+    valid = value == value and 0 <= value <= defaults.MAX_SCENARIO_SECONDS
+    try:
+        spec = parse_scenario(text)
+    except ScenarioError as e:
+        assert not valid, e
+        assert f"timings.{field}" in str(e) and "\n" not in str(e)
+        return
+    assert valid
+    assert simulate(spec).final_phase is not None
+
+
+# --- --vary, --samples, --plot, --retries -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "vary, needle",
+    [
+        ("job.elastic=yes", "not a boolean"),
+        ("attempts=0:1:1", "is a list"),
+        ("task=1", "is a message"),
+        ("job.pods[0]=a,b", "list of scalars"),
+        ("task.retries=0:3:0.5", "not an integer"),
+        ("task.retries=-1,2", "outside the field's range"),
+        ("task.retries=5000000000", "outside the field's range"),
+        ("plugin=UPSTREAM,NOPE", "not a PluginVariant"),
+        ("propeller.observation_delay_seconds=0:1e9:1", "widen the step"),
+        ("propeller.observation_delay_seconds=nan", "not a finite number"),
+        ("timings.upload_seconds=-1,2", "must be >= 0"),
+        ("attempts[7].events[0].at_seconds=1", "has only"),
+        ("timings.nope=1", "has no field"),
+        ("timings.upload_seconds", "expected FIELD=RANGE"),
+    ],
+)
+def test_bad_variations_are_refused_in_one_line(vary, needle):
+    one_line_error(run("sweep", PREEMPTION, "--vary", vary, "--plugin", "recoverable"), needle)
+
+
+def test_string_fields_are_swept_as_written_even_when_they_look_like_numbers(tmp_path):
+    """Pods named "0" and "1": the preempted pod varies over the two names, not over 0.0 and 1.0."""
+    path = scenario(
+        tmp_path,
+        'name: "x" plugin: RECOVERABLE job { pods: "0" pods: "1" } '
+        'attempts { events { at_seconds: 5 pod: "0" preemption {} } }',
+    )
+    result = run("sweep", path, "--vary", "attempts[0].events[0].pod=0,1", "--plugin", "recoverable", "--json")
+    assert result.exit_code == 0, result.output
+    import json
+
+    assert json.loads(result.stdout)["variations"] == [{"field": "attempts[0].events[0].pod", "values": ["0", "1"]}]
+
+
+def test_a_huge_range_is_sampled_without_materialising_it():
+    result = run(
+        "sweep", PREEMPTION, "--vary", "propeller.observation_delay_seconds=0:999999:1", "--samples", "5",
+        "--plugin", "recoverable", "--json",
+    )
+    assert result.exit_code == 0, result.output
+    import json
+
+    out = json.loads(result.stdout)
+    assert out["assignments"] == 5 and out["exhaustive"] is False
+    assert out["variations"][0]["count"] == 1_000_000
+
+
+def test_samples_beyond_the_cap_are_refused():
+    one_line_error(run("sweep", PREEMPTION, "--samples", "100000000"), "--samples")
+
+
+@pytest.mark.parametrize("name", ["out.xyz", "out"])
+def test_a_plot_format_matplotlib_cannot_write_is_refused(tmp_path, name):
+    one_line_error(run("simulate", PREEMPTION, "--plot", tmp_path / name), "--plot", ".png")
+    assert not (tmp_path / name).exists()
+
+
+def test_a_plot_whose_names_hold_dollars_and_control_characters_is_drawn(tmp_path):
+    path = scenario(
+        tmp_path,
+        'name: "$\\\\frac{$ \\x1b[31m" plugin: RECOVERABLE job { pods: "a$" pods: "b\\x07" } '
+        'attempts { events { at_seconds: 5 pod: "a$" preemption {} } }',
+    )
+    result = run("simulate", path, "--plot", tmp_path / "t.png")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "t.png").stat().st_size > 0
+
+
+def test_retries_beyond_flyte_s_uint32_are_refused(tmp_path):
+    one_line_error(run("explain", tmp_path, "--retries", str(2**32)), "--retries")
+
+
+# --- text from documents and scenarios is shown literally ---------------------------------------------------------
+
+
+def test_scenario_text_is_printed_literally_with_control_characters_escaped(tmp_path):
+    path = scenario(
+        tmp_path,
+        'name: "[red]x[/red] \\x1b[2J" plugin: RECOVERABLE job { pods: "a" pods: "b\\nc" } '
+        'attempts { events { at_seconds: 5 pod: "a" worker_error { message: "@[/abs] [bold]m" } } }',
+    )
+    result = run("simulate", path)
+    assert result.exit_code == 0, result.output
+    assert "[red]x[/red] \\x1b[2J" in result.stdout
+    assert "b\\x0ac" in result.stdout
+    assert "\x1b" not in result.stdout
+
+
+# --- output that cannot be written --------------------------------------------------------------------------------
+
+
+def test_a_full_disk_on_stdout_is_one_line_and_exit_2():
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [AGGSIM, "simulate", PREEMPTION], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60
+        )
+    assert done.returncode == 2
+    assert done.stderr.strip() == "aggsim: cannot write the output: No space left on device"
+
+
+def test_an_ascii_only_terminal_gets_ascii_rules_and_escapes_not_a_crash():
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    done = subprocess.run([AGGSIM, "simulate", PREEMPTION], capture_output=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert b"-" * 20 in done.stdout
+    done.stdout.decode("ascii")  # nothing but ASCII reached the terminal
+
+
+def test_usage_errors_are_one_line():
+    one_line_error(run("explain"), "explain: Missing argument", "PREFIX")
+    one_line_error(run("nosuch"), "No such command")
+    one_line_error(run("sweep", PREEMPTION, "--seed", "x"), "--seed")
