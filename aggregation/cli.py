@@ -41,6 +41,11 @@ def _version_message() -> str:
     return f"aggsim {ours}\nmodels: {mirrors}"
 
 
+#: SIGINT (Ctrl-C), SIGTERM (`timeout`, CI runners, kill) and SIGHUP (a closed terminal) all end a command the same
+#: way: every process it started is stopped and reaped, its temp files removed, then exit 128 + the signal.
+INTERRUPTING_SIGNALS = (2, 15, 1)
+
+
 class Interrupted(BaseException):
     """A SIGTERM or SIGHUP, raised where the process is so that every `with` block cleans up on the way out
     (a BaseException, like KeyboardInterrupt, so no `except Exception` swallows it)."""
@@ -51,6 +56,10 @@ class Interrupted(BaseException):
 
 
 def _raise_interrupted(signum, frame) -> None:
+    import signal
+
+    for other in INTERRUPTING_SIGNALS:  # the first signal decides; later ones must not cut the cleanup short
+        signal.signal(other, signal.SIG_IGN)
     raise Interrupted(signum)
 
 
@@ -59,8 +68,13 @@ class AggsimGroup(click.Group):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         import signal
+        import threading
 
-        previous = {signum: signal.signal(signum, _raise_interrupted) for signum in (signal.SIGTERM, signal.SIGHUP)}
+        previous = (  # signal handlers can only be set from the main thread (an in-process caller may not be)
+            {signum: signal.signal(signum, _raise_interrupted) for signum in INTERRUPTING_SIGNALS}
+            if threading.current_thread() is threading.main_thread()
+            else {}
+        )
         for stream in (sys.stdout, sys.stderr):  # a terminal that cannot show a character gets its escape
             if hasattr(stream, "reconfigure"):
                 stream.reconfigure(errors="backslashreplace")
@@ -118,7 +132,7 @@ def _internal_error(e: BaseException) -> None:
 def _interrupted(name: str, code: int) -> None:
     import signal
 
-    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):  # cleanup is done; a second signal just ends it
+    for signum in INTERRUPTING_SIGNALS:  # cleanup is done; a second signal just ends it
         signal.signal(signum, signal.SIG_DFL)
     try:
         click.echo(f"aggsim: interrupted ({name}); every process it started is stopped", err=True)
@@ -131,6 +145,23 @@ def _interrupted(name: str, code: int) -> None:
 @click.version_option(message=_version_message(), package_name="flyte-aggsim")
 def main() -> None:
     """Which failure does Flyte report for a distributed PyTorch job, and does it retry?"""
+
+
+TIMEOUT_OPTION = click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True, max=3600),
+    default=30.0,
+    show_default=True,
+    help="seconds a remote store may take to answer one request (connect and read), else exit 2",
+)
+
+
+def _quiet_store_loggers() -> None:
+    """Storage clients log retries and credential lookups with tracebacks; our one line says what failed."""
+    import logging
+
+    for name in ("gcsfs", "s3fs", "aiobotocore", "botocore", "google", "google.auth", "fsspec", "adlfs", "azure"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 #: Flyte's own integer type for retries and attempt counters (core.RetryStrategy.retries, NodeStatus.Attempts)
@@ -185,6 +216,7 @@ PROPELLER_CONFIG_OPTION = click.option(
     help=f"storage.limits.maxDownloadMBs: the error-file size limit [default: {defaults.MAX_DOWNLOAD_MBS}]",
 )
 @PROPELLER_CONFIG_OPTION
+@TIMEOUT_OPTION
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @click.pass_context
 def explain(
@@ -199,6 +231,7 @@ def explain(
     ignore_retry_cause,
     max_download_mb,
     config_files,
+    timeout,
     as_json,
 ) -> None:
     """What propeller concludes if it observes the PyTorchJob Succeeded now, for output prefix PREFIX.
@@ -219,11 +252,14 @@ def explain(
         config = replace(config, max_payload_bytes=max_download_mb * 1024 * 1024)
     if not given("strategy") and deployment.error_aggregation is not None:
         strategy = EARLIEST if deployment.error_aggregation else DEFAULT
+    from aggregation.storage import StoreUnreachable, open_prefix
+
+    _quiet_store_loggers()
     try:
-        explanation = explain_prefix(
-            prefix, strategy, outputs_declared, retries, NodeState(attempts, system_failures), config
-        )
-    except StorageError as e:
+        store = open_prefix(prefix, timeout=timeout)
+        state = NodeState(attempts, system_failures)
+        explanation = explain_prefix(store, strategy, outputs_declared, retries, state, config)
+    except (StorageError, StoreUnreachable) as e:
         _fail(str(e))
         return
     if as_json:
@@ -291,17 +327,21 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
 @click.argument("targets", nargs=-1, required=True, metavar="FILE_OR_PREFIX...")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @click.option("--allow-empty", is_flag=True, help="pass when there are no error files (else that fails: exit 1)")
-def validate(targets, as_json, allow_empty) -> None:
+@TIMEOUT_OPTION
+def validate(targets, as_json, allow_empty, timeout) -> None:
     """Lint error files (or every error* key of a prefix) against what correct aggregation needs.
 
     Exit 0 when every file passes, 1 when any fails or there is none (unless --allow-empty), 2 when a path
     cannot be opened. A prefix without error files is what upstream's plugin leaves after a preemption.
     """
+    from aggregation.storage import StoreUnreachable
+
+    _quiet_store_loggers()
     reports = []
     for target in targets:
         try:
-            reports.extend(_validate_target(target))
-        except StorageError as e:
+            reports.extend(_validate_target(target, timeout))
+        except (StorageError, StoreUnreachable) as e:
             _fail(str(e))
     if as_json:
         click.echo(
@@ -331,25 +371,25 @@ def validate(targets, as_json, allow_empty) -> None:
     sys.exit(0 if all(r.ok for r in reports) and (reports or allow_empty) else 1)
 
 
-def _validate_target(target: str):
-    from fsspec.core import url_to_fs
+def _validate_target(target: str, timeout: float):
+    import os
 
-    from aggregation.storage import open_prefix
+    from aggregation.storage import FsspecPrefix, LocalPrefix, open_prefix
     from aggregation.validate import report_for_file, validate_prefix
 
-    try:
-        fs, path = url_to_fs(target)
-        is_file = fs.isfile(path)
-    except (ImportError, ValueError) as e:
-        raise StorageError(f"{target}: no filesystem for it ({e})") from None
-    except OSError as e:
-        raise StorageError(f"{target}: {e}") from None
-    if is_file:
+    local = target[len("file://") :] if target.startswith("file://") else target if "://" not in target else None
+    if local is not None and os.path.isfile(local):
         try:
-            return [report_for_file(target, fs.cat_file(path))]
+            with open(local, "rb") as f:
+                return [report_for_file(target, f.read())]
         except OSError as e:
-            return [report_for_file(target, None, f"cannot read: {e}")]
-    return validate_prefix(open_prefix(target))
+            return [report_for_file(target, None, f"cannot read: {e.strerror}")]
+    prefix = open_prefix(target, timeout=timeout)
+    if isinstance(prefix, FsspecPrefix) and not isinstance(prefix, LocalPrefix):
+        data = prefix.whole_object()
+        if data is not None:
+            return [report_for_file(target, data)]
+    return validate_prefix(prefix)
 
 
 PLUGIN_CHOICE = click.Choice(["upstream", "seed-pr", "recoverable"])
@@ -508,41 +548,58 @@ def sweep(scenario_path, varies, samples, seed, plugins, as_json, out_path, conf
 @main.command("run-local")
 @click.argument("scenario_path", metavar="SCENARIO.textproto")
 @click.option("--plugin", type=click.Choice(["upstream", "recoverable"]), help="override the scenario's plugin")
-@click.option("--work-dir", type=click.Path(file_okay=False), help="keep the pods' files here (default: a temp dir)")
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False),
+    help="the run's files go here, and stay (default: a temp dir, kept only if the run disagrees or fails)",
+)
+@click.option("--force", is_flag=True, help="empty a --work-dir that holds an earlier run's files")
+@click.option("--keep", is_flag=True, help="keep the run's files even when it agrees")
 @click.option("--json", "as_json", is_flag=True, help="print both aggsim.v1.Execution records and the diff")
-def run_local(scenario_path, plugin, work_dir, as_json) -> None:
+def run_local(scenario_path, plugin, work_dir, force, keep, as_json) -> None:
     """Run a scenario for real (pods as processes), next to the simulator's verdict. Exit 1 if they differ."""
-    import tempfile
     import warnings
 
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     warnings.filterwarnings("ignore", message="Configuring shared memory via")
     from aggregation.record import compare, execution_to_proto
+    from aggregation.rundir import RunDir, RunDirError
     from aggregation.scenario import ScenarioError, load_scenario
     from aggregation.simulate import simulate as run_simulation
 
     try:
         spec = load_scenario(scenario_path, plugin)
+        simulated = execution_to_proto(run_simulation(spec))
     except ScenarioError as e:
         _fail(str(e))
         return
-    try:
-        from localjob.realpods import LocalJobError
-        from localjob.runner import run_local as run_real
-    except ImportError as e:
-        _fail(f"run-local needs the plugin extra (flytekit, torch): {e}")
-        return
-    simulated = execution_to_proto(run_simulation(spec))
     console = Console(stderr=as_json)
-    with tempfile.TemporaryDirectory(prefix="aggsim-run-") as tmp:
+    run_dir = RunDir(work_dir, force=force, keep=keep, prefix="aggsim-run-")
+    try:
+        run_dir.prepare()
+    except RunDirError as e:
+        _fail(str(e))
+        return
+    with run_dir:
+        try:  # imported inside the run's dir: flytekit makes a sandbox dir at import
+            from localjob.realpods import LocalJobError
+            from localjob.runner import run_local as run_real
+        except ImportError as e:
+            _fail(f"run-local needs the plugin extra (flytekit, torch): {e}")
+            return
         try:
             with console.status(f"running {spec.name} for real ({len(spec.pods)} pods, plugin {spec.plugin})..."):
-                real = execution_to_proto(run_real(spec, Path(work_dir) if work_dir else Path(tmp)))
+                real = execution_to_proto(run_real(spec, run_dir.path))
         except (LocalJobError, ValueError) as e:
-            _fail(f"{scenario_path}: {e}")
+            run_dir.keep()
+            _fail(f"{scenario_path}: {e} (the run's files: {run_dir.path})")
             return
+        agree = all(a == b for _, a, b in compare(simulated, real))
+        if not agree:
+            run_dir.keep()
+    if run_dir.kept and not work_dir:
+        click.echo(f"aggsim: the run's files are kept in {run_dir.path}", err=True)
     diff = compare(simulated, real)
-    agree = all(a == b for _, a, b in diff)
     if as_json:
         from google.protobuf import json_format
 
@@ -566,50 +623,45 @@ def run_local(scenario_path, plugin, work_dir, as_json) -> None:
     sys.exit(0 if agree else 1)
 
 
-def _contain_temp_files(directory: Path) -> None:
-    """Temp files of this process (flytekit makes a sandbox at import) and of the pods it starts (torch elastic,
-    flytekit) go to `directory`, inside the command's own temp dir, and are removed with it."""
-    import os
-    import tempfile
-
-    directory.mkdir(parents=True, exist_ok=True)
-    os.environ["TMPDIR"] = str(directory)
-    tempfile.tempdir = str(directory)
-
-
 @main.command()
 @click.option("--runs", type=click.IntRange(1, 1000), default=10, show_default=True, help="real pods, in turn")
 @click.option("--start-method", type=click.Choice(["spawn", "fork"]), default="spawn", show_default=True)
 @click.option("--work-dir", type=click.Path(file_okay=False), help="keep the runs' files here (default: a temp dir)")
+@click.option("--force", is_flag=True, help="empty a --work-dir that holds earlier files")
 @click.option("--json", "as_json", is_flag=True, help="every run's moments and each phase's quantiles")
-def calibrate(runs, start_method, work_dir, as_json) -> None:
+def calibrate(runs, start_method, work_dir, force, as_json) -> None:
     """Measure a preempted pod's report with real pods: signal -> look -> error.pb landed -> exit.
 
     The middle phase is the plugin's check-then-write window, inside which a sibling's report can still be
     overwritten when aggregation is off. Each phase is shown next to the pod model's timing for it.
     """
-    import tempfile
     import warnings
 
     warnings.filterwarnings("ignore", message="Configuring shared memory via")
     from aggregation.report import ProgressBar, render_phases
+    from aggregation.rundir import RunDir, RunDirError
 
     console = Console(stderr=as_json)
-    with tempfile.TemporaryDirectory(prefix="aggsim-calibrate-") as tmp:
-        _contain_temp_files(Path(tmp) / "tmp")
-        try:
+    run_dir = RunDir(work_dir, force=force, prefix="aggsim-calibrate-")
+    try:
+        run_dir.prepare()
+    except RunDirError as e:
+        _fail(str(e))
+        return
+    with run_dir:
+        try:  # imported inside the run's dir: flytekit makes a sandbox dir at import
             from localjob.calibrate import measure, phases
             from localjob.realpods import LocalJobError
         except ImportError as e:
             _fail(f"calibrate needs the plugin extra (flytekit, torch): {e}")
             return
-        where = Path(work_dir) if work_dir else Path(tmp) / "runs"
         try:
             with ProgressBar("real preempted pods", enabled=not as_json) as bar:
                 bar(0, runs)
-                samples = measure(runs, where, start_method, progress=lambda n, _: bar(n + 1, runs))
+                samples = measure(runs, run_dir.path / "runs", start_method, progress=lambda n, _: bar(n + 1, runs))
         except LocalJobError as e:
-            _fail(str(e) if work_dir else f"{e} (kept nothing: pass --work-dir to keep the runs' files)")
+            run_dir.keep()
+            _fail(f"{e} (the runs' files: {run_dir.path})")
             return
     measured = phases(samples)
     if as_json:
@@ -684,12 +736,19 @@ def demo(real: bool) -> None:
 
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch without numpy: harmless
     warnings.filterwarnings("ignore", message="Configuring shared memory via")  # flytekit's own Elastic default
-    try:
-        from localjob.demo import run_demo
-    except ImportError as e:
-        _fail(f"the demo needs the plugin extra (flytekit, torch): {e}")
-        return
-    run_demo(Console())
+    from aggregation.rundir import RunDir
+
+    with RunDir(prefix="aggsim-demo-"):  # the pods' temp files, and flytekit's sandbox, stay inside it
+        try:
+            from localjob.demo import run_demo
+            from localjob.realpods import LocalJobError
+        except ImportError as e:
+            _fail(f"the demo needs the plugin extra (flytekit, torch): {e}")
+            return
+        try:
+            run_demo(Console())
+        except LocalJobError as e:
+            _fail(str(e))
 
 
 def _shipped_scenario(name: str) -> str:

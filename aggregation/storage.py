@@ -12,14 +12,19 @@ same three operations over:
 - `MemoryPrefix`: an in-memory list of `(key, bytes)` for unit tests.
 
 Failures of the store itself raise `StorageError`; callers decide what a failure means (for the error
-readers it is a Go *error*, not a task failure).
+readers it is a Go *error*, not a task failure). A remote store that this machine cannot use (no or wrong
+credentials, no such bucket, an endpoint that refuses or never answers) raises `StoreUnreachable` instead:
+that is the user's connection, not something propeller would hit, so it is never turned into a verdict.
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
+import signal
 import stat
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Optional, Protocol, Sequence
 
@@ -37,6 +42,36 @@ class ObjectNotFound(StorageError):
 
 class PrefixNotFound(StorageError):
     """The output prefix itself does not exist (a local directory that is not there)."""
+
+
+class StoreUnreachable(Exception):
+    """This machine cannot use the remote store (credentials, endpoint, network, permission, missing bucket).
+
+    Not a `StorageError`: the error readers turn those into propeller's Go errors (a failed round), and a
+    failure of the user's own access is no verdict. The message is one line naming the location."""
+
+
+#: protocols whose first path component is a bucket or container that must exist
+BUCKET_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl", "oci", "oss", "r2"})
+#: protocols held in this process: nothing to reach
+IN_PROCESS_PROTOCOLS = frozenset({"memory", "file", "local"})
+#: how long one request to a remote store may go unanswered, unless the caller says otherwise
+DEFAULT_TIMEOUT_SECONDS = 30.0
+
+
+def _why(e: BaseException) -> str:
+    """A remote store's failure in a few words (botocore, aiohttp and gcsfs errors are long)."""
+    name = type(e).__name__
+    text = " ".join(str(e).split())
+    if isinstance(e, PermissionError) or "AccessDenied" in text or "InvalidAccessKeyId" in text or "403" in text:
+        return f"access denied ({text[:160]})"
+    if name in ("NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError", "RefreshError"):
+        return f"no credentials for it ({text[:160]})"
+    if "NoSuchBucket" in text:
+        return "no such bucket"
+    if isinstance(e, (ConnectionError, TimeoutError)) or "onnect" in name or "Endpoint" in name:
+        return f"cannot connect ({text[:160]})"
+    return f"{name}: {text[:160]}"
 
 
 @dataclass(frozen=True)
@@ -118,21 +153,115 @@ class MemoryPrefix:
 class FsspecPrefix:
     """An output prefix behind an fsspec URL: local paths, `file://`, `memory://`, `s3://`, `gs://`..."""
 
-    def __init__(self, url: str, storage_options: Optional[dict] = None) -> None:
+    def __init__(
+        self, url: str, storage_options: Optional[dict] = None, timeout: float = DEFAULT_TIMEOUT_SECONDS
+    ) -> None:
         from fsspec.core import url_to_fs  # imported here: a local prefix never pays for it
 
+        self.location = url
+        self.timeout = timeout
+        protocol = url.split("://", 1)[0].lower() if "://" in url else "file"
+        self.remote = protocol not in IN_PROCESS_PROTOCOLS
+        options = dict(storage_options or {})
+        if protocol in ("s3", "s3a") and "config_kwargs" not in options:
+            # one bounded attempt per request: our own deadline, not botocore's retries, decides how long
+            options["config_kwargs"] = {
+                "connect_timeout": timeout,
+                "read_timeout": timeout,
+                "retries": {"max_attempts": 1},
+            }
         try:
-            self.fs, root = url_to_fs(url, **(storage_options or {}))
+            with self._deadline("connecting"):
+                self.fs, root = url_to_fs(url, **options)
         except (ImportError, ValueError) as e:
             protocol = url.split("://", 1)[0] if "://" in url else "file"
             raise StorageError(
                 f"{url}: no filesystem for {protocol!r} ({e}); install its fsspec package, e.g. s3fs or gcsfs"
             ) from None
+        except StoreUnreachable:
+            raise
+        except Exception as e:  # credentials looked up at construction (gcsfs, adlfs)
+            if not self.remote:
+                raise
+            raise StoreUnreachable(f"{url}: {_why(e)}") from None
         self.root = root.rstrip("/")
-        self.location = url
         self.requests = RequestCounter()
         if self._is_local() and not self.fs.isdir(self.root):
             raise PrefixNotFound(f"{url}: no such file or directory")
+        if self.remote:
+            self._probe(protocol)
+
+    def _probe(self, protocol: str) -> None:
+        """The bucket (or, for other stores, the prefix) must be there: a listing's "not found" would
+        otherwise read as an empty prefix, and an empty prefix is a verdict (succeeds silently)."""
+        if protocol in BUCKET_PROTOCOLS:
+            bucket = self.root.split("/", 1)[0]
+            try:
+                self._remote_call("looking up the bucket", self.fs.info, bucket)
+            except FileNotFoundError:
+                raise StoreUnreachable(f"{self.location}: no such bucket {bucket!r}") from None
+            return
+        try:
+            self._remote_call("looking up the prefix", self.fs.info, self.root)
+        except FileNotFoundError:
+            # fsspec's HTTP layer reports a refused connection as "not found": tell the two apart
+            raise StoreUnreachable(f"{self.location}: {self._unreachable_host() or 'not found'}") from None
+
+    def _unreachable_host(self) -> Optional[str]:
+        """For an http(s) location: why its host cannot be reached, or None if a TCP connection opens."""
+        import socket
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.location)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return None
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            socket.create_connection((parts.hostname, port), timeout=min(self.timeout, 10)).close()
+        except OSError as e:
+            return f"cannot connect to {parts.hostname}:{port} ({e.strerror or e})"
+        return None
+
+    @contextmanager
+    def _deadline(self, what: str):
+        """Raise StoreUnreachable when the store does not answer within `timeout` (main thread only: fsspec
+        waits for its IO thread in Python, so the alarm's exception lands there)."""
+        if not self.remote or self.timeout <= 0 or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def expired(signum, frame):
+            raise StoreUnreachable(f"{self.location}: no answer from the store within {self.timeout:g} s ({what})")
+
+        previous = signal.signal(signal.SIGALRM, expired)
+        signal.setitimer(signal.ITIMER_REAL, self.timeout)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+    def _remote_call(self, what: str, call, *args, **kwargs):
+        """One request to a remote store: FileNotFoundError passes through (the caller knows what it means),
+        every other failure is this machine's access to the store, not a verdict."""
+        try:
+            with self._deadline(what):
+                return call(*args, **kwargs)
+        except (FileNotFoundError, StoreUnreachable):
+            raise
+        except Exception as e:
+            if not self.remote:
+                raise
+            raise StoreUnreachable(f"{self.location}: {what}: {_why(e)}") from None
+
+    def whole_object(self) -> Optional[bytes]:
+        """The location's own bytes when it names one object rather than a prefix (`validate FILE`), else None."""
+        try:
+            if not self._remote_call("looking it up", self.fs.isfile, self.root):
+                return None
+            return self._remote_call("GET", self.fs.cat_file, self.root)
+        except FileNotFoundError:
+            return None
 
     def _is_local(self) -> bool:
         protocol = self.fs.protocol
@@ -148,8 +277,8 @@ class FsspecPrefix:
         directory = posixpath.dirname(key_prefix)
         base = self._full(directory) if directory else self.root
         try:
-            found = self.fs.find(base, withdirs=False, detail=True)
-        except FileNotFoundError:
+            found = self._remote_call("listing", self.fs.find, base, withdirs=False, detail=True)
+        except FileNotFoundError:  # the bucket is there (probed): no key under the prefix yet
             found = {}
         except (OSError, ValueError) as e:
             raise StorageError(f"failed to list {self.location}: {e}") from None
@@ -166,7 +295,7 @@ class FsspecPrefix:
     def head(self, key: str) -> Optional[int]:
         self.requests.heads += 1
         try:
-            info = self.fs.info(self._full(key))
+            info = self._remote_call(f"HEAD {key}", self.fs.info, self._full(key))
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as e:
@@ -178,7 +307,7 @@ class FsspecPrefix:
     def read(self, key: str) -> bytes:
         self.requests.gets += 1
         try:
-            return self.fs.cat_file(self._full(key))
+            return self._remote_call(f"GET {key}", self.fs.cat_file, self._full(key))
         except FileNotFoundError:
             raise ObjectNotFound(f"{self.location}/{key}: no such object") from None
         except (OSError, ValueError) as e:
@@ -245,13 +374,18 @@ class LocalPrefix:
             raise StorageError(f"failed to read {self.location}/{key}: {e}") from None
 
 
-def open_prefix(location: str, storage_options: Optional[dict] = None) -> OutputPrefix:
-    """An `OutputPrefix` for a local path, a `file://` URL, or any other fsspec URL."""
+def open_prefix(
+    location: str, storage_options: Optional[dict] = None, timeout: float = DEFAULT_TIMEOUT_SECONDS
+) -> OutputPrefix:
+    """An `OutputPrefix` for a local path, a `file://` URL, or any other fsspec URL (each remote request
+    answered within `timeout` s, else StoreUnreachable)."""
+    if not location:
+        raise PrefixNotFound("an empty prefix names no location (use . for the current directory)")
     if "://" not in location:
         return LocalPrefix(location)
     if location.startswith("file://") and not storage_options:
         return LocalPrefix(location[len("file://") :], location)
-    return FsspecPrefix(location, storage_options)
+    return FsspecPrefix(location, storage_options, timeout)
 
 
 class UnavailablePrefix:

@@ -24,6 +24,7 @@ from aggregation.explain import Explanation, explain_prefix, rfc3339_nanos
 from aggregation.propeller import JobCondition
 from aggregation.report import fits, literal, rule
 from localjob.pod import LocalPod, PodSpec
+from localjob.realpods import LocalJobError
 from localjob.workloads import task_name
 
 RETRIES = 2  # the demo task is declared with `retries=2`
@@ -55,7 +56,8 @@ def preempt_one_pod(variant: str, work_dir: Path) -> PreemptedRun:
         deadline = time.monotonic() + POD_TIMEOUT
         while not all((events / f"barrier.{rank}").exists() for rank in (0, 1)):
             if pod.returncode is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the {variant} pod never started training; its log:\n{pod.log()[-2000:]}")
+                last = (pod.log().strip().splitlines() or ["(no output)"])[-1][:200]
+                raise LocalJobError(f"the {variant} pod never started training: {last}")
             time.sleep(0.05)
         time.sleep(0.5)  # a little training
         sent = pod.send_signal(signal.SIGTERM)

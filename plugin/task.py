@@ -122,6 +122,43 @@ def refine_first_failure_timestamp(first_failure: Any) -> Optional[float]:
     return float(stamp)
 
 
+def with_unreported_local_failures(child_failure: Any) -> Any:
+    """`child_failure` plus the failures of this pod's other workers that torch's monitor did not report.
+
+    The agent reports the workers that had exited when it looked, then terminates the rest. A worker that
+    raised first but was still exiting (writing its error file, shutting the interpreter down) is missing,
+    while the peer whose collective broke because of it (gloo "Connection closed by peer", often a quick
+    SIGABRT) is there. Every local rank's `@record` error file sits in its own directory next to the reported
+    ones (`<log dir>/attempt_<n>/<local rank>/error.json`); a rank with an error file and no reported failure
+    is added, read by torch's own `ProcessFailure`. Returns a new `ChildFailedError` when anything was added.
+    """
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    failures = dict(child_failure.failures)
+    reported_dirs = {
+        os.path.dirname(os.path.dirname(f.error_file)) for f in failures.values() if os.path.isabs(f.error_file or "")
+    }
+    known_local_ranks = {f.local_rank for f in failures.values()}
+    ranks_per_dir = {rank - f.local_rank for rank, f in failures.items()}  # global rank of local rank 0
+    if len(reported_dirs) != 1 or len(ranks_per_dir) != 1:
+        return child_failure  # not one worker group's layout: leave torch's report as it is
+    attempt_dir, base_rank = reported_dirs.pop(), ranks_per_dir.pop()
+    try:
+        names = os.listdir(attempt_dir)
+    except OSError:
+        return child_failure
+    added = False
+    for name in sorted(names):
+        error_file = os.path.join(attempt_dir, name, "error.json")
+        if not name.isdigit() or int(name) in known_local_ranks or not os.path.isfile(error_file):
+            continue
+        local_rank = int(name)
+        failure = ProcessFailure(local_rank=local_rank, pid=-1, exitcode=1, error_file=error_file)
+        failures[base_rank + local_rank] = failure
+        added = True
+    return ChildFailedError(child_failure.name, failures) if added else child_failure
+
+
 def first_failure_by_refined_stamps(child_failure: Any) -> tuple[Any, Optional[float]]:
     """The worker failure that happened first, and its stamp, judged with sub-second stamps.
 
@@ -278,19 +315,21 @@ class RecoverableElasticTask(PytorchElasticFunctionTask):
                     raise IgnoreOutputs(f"{look.sibling} already reports this attempt's failure") from signal_exc
                 raise recoverable_error_for_signal(signal_exc, received_at) from signal_exc
             except (FlyteRecoverableException, FlyteUserRuntimeException) as failed:
-                child_failure = _child_failure_behind(failed)
-                if child_failure is None:
+                reported = _child_failure_behind(failed)
+                if reported is None:
                     raise
+                child_failure = with_unreported_local_failures(reported)
                 first_failure, stamp = first_failure_by_refined_stamps(child_failure)
                 if self._collateral_recoverable() and is_collateral_failure(first_failure):
                     self._report_collateral(getattr(first_failure, "message", ""), child_failure)
                 if stamp is None:
                     raise
-                if is_recoverable_worker_error(first_failure) == isinstance(failed, FlyteRecoverableException):
+                same_kind = is_recoverable_worker_error(first_failure) == isinstance(failed, FlyteRecoverableException)
+                if child_failure is reported and same_kind:
                     failed._timestamp = stamp  # flytekit's FlyteException keeps it here
                     raise
-                # torch's whole-second tie picked a collateral failure; the true first one decides the kind,
-                # by upstream's own rule (recoverable iff the first failure is).
+                # torch's whole-second tie, or its monitor, picked a collateral failure; the true first one
+                # decides the kind, by upstream's own rule (recoverable iff the first failure is).
                 if is_recoverable_worker_error(first_failure):
                     raise FlyteRecoverableException(child_failure.format_msg(), timestamp=stamp) from child_failure
                 raise FlyteUserRuntimeException(child_failure, timestamp=stamp) from child_failure

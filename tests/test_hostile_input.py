@@ -255,3 +255,27 @@ def test_usage_errors_are_one_line():
     one_line_error(run("explain"), "explain: Missing argument", "PREFIX")
     one_line_error(run("nosuch"), "No such command")
     one_line_error(run("sweep", PREEMPTION, "--seed", "x"), "--seed")
+
+
+# --- the run's directory ------------------------------------------------------------------------------------------
+
+
+def test_a_reused_work_dir_is_refused_unless_forced(tmp_path):
+    """A stale error.pb from an earlier run would change this run's verdict: refused before any pod starts."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "error.pb").write_bytes(b"stale")
+    one_line_error(run("run-local", PREEMPTION, "--work-dir", work), "not empty", "--force")
+    assert (work / "error.pb").read_bytes() == b"stale"
+
+
+@pytest.mark.parametrize("where", ["file", "under-a-file", "unwritable"])
+def test_a_work_dir_that_cannot_be_made_is_one_line(tmp_path, where):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    target = {"file": blocker, "under-a-file": blocker / "sub", "unwritable": locked / "sub"}[where]
+    if where == "unwritable" and os.geteuid() == 0:
+        pytest.skip("root writes anywhere")
+    one_line_error(run("run-local", PREEMPTION, "--work-dir", target), "--work-dir")

@@ -260,3 +260,38 @@ def test_signal_clock_sees_arrival_while_main_thread_is_busy():
     finally:
         signal.signal(signal.SIGUSR1, previous)
     assert arrival is not None and sent <= arrival < sent + 0.1
+
+
+def test_a_worker_torch_did_not_report_is_still_the_pod_s_first_failure(tmp_path, monkeypatch, launcher):
+    """torch `api.py` `PContext.wait` reports the workers that had exited when the agent looked: a rank that raised
+    first but was still exiting is missing, and only its peer's gloo failure is reported (seen under load). The
+    pod's own error files say what happened first: a genuine, non-recoverable error, reported as such."""
+    from flytekit.exceptions.user import FlyteUserRuntimeException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    from localjob import workloads
+    from plugin.task import first_failure_by_refined_stamps, with_unreported_local_failures
+
+    collateral_file, collateral = _torch_recorded_failure(
+        tmp_path, monkeypatch, "Connection closed by peer. This is typically caused by a remote worker crashing", 0,
+        RuntimeError,
+    )
+    genuine_file, genuine = _torch_recorded_failure(tmp_path, monkeypatch, "the real problem", 1)
+    whole = min(collateral.timestamp, genuine.timestamp)
+    _set_mtime(genuine_file, whole + 0.30)
+    _set_mtime(collateral_file, whole + 0.60)
+    reported = ChildFailedError("train", {0: collateral})  # rank 1 had not exited when the agent looked
+
+    merged = with_unreported_local_failures(reported)
+    assert sorted(merged.failures) == [0, 1]
+    first, stamp = first_failure_by_refined_stamps(merged)
+    assert first.local_rank == 1 and stamp == pytest.approx(whole + 0.30, abs=1e-6)
+
+    def run(*args):
+        raise reported
+
+    launcher(run)
+    with pytest.raises(FlyteUserRuntimeException) as raised:
+        workloads.recoverable_spawn_1x2.execute()
+    assert raised.value.timestamp == pytest.approx(whole + 0.30, abs=1e-6)
+    assert "the real problem" in str(raised.value)

@@ -1,0 +1,103 @@
+"""Interrupting a command that starts real pods: SIGTERM (`timeout`, CI runners), SIGINT (Ctrl-C) and SIGHUP (a
+closed terminal) end every process it started and remove its temp files, then exit 128 + the signal with one
+line. Each test runs `aggsim` with its own TMPDIR and asserts that nothing of the run is left: no process whose
+command line or environment names that TMPDIR, and no entry in it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import AGGSIM, SCENARIOS
+
+pytestmark = [pytest.mark.plugin, pytest.mark.real, pytest.mark.timeout(240)]
+
+PREEMPTION = str(SCENARIOS / "preemption_during_training.textproto")
+START_TIMEOUT = 120
+
+
+def processes_of(tmpdir: Path) -> list[str]:
+    """Live processes whose command line or environment mentions `tmpdir` (pods, agents, spawned workers)."""
+    needle = str(tmpdir).encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            status = (proc / "status").read_text()
+            if "State:\tZ" in status:
+                continue
+            if needle in (proc / "cmdline").read_bytes() or needle in (proc / "environ").read_bytes():
+                found.append(f"{proc.name}: {(proc / 'cmdline').read_bytes()[:100]!r}")
+        except OSError:
+            continue
+    return found
+
+
+def start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
+    tmpdir = tmp_path / "T"
+    tmpdir.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    process = subprocess.Popen(
+        [AGGSIM, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    return process, tmpdir
+
+
+def wait_for(tmpdir: Path, pattern: str, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while not any(tmpdir.rglob(pattern)):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, f"no {pattern} under {tmpdir} within {START_TIMEOUT} s"
+        time.sleep(0.02)
+
+
+def interrupt_and_check(process: subprocess.Popen, tmpdir: Path, sig: signal.Signals) -> None:
+    try:
+        process.send_signal(sig)
+        out, err = process.communicate(timeout=90)
+        assert process.returncode == 128 + sig, (process.returncode, err[-2000:])
+        lines = err.strip().splitlines()
+        assert lines and lines[-1] == f"aggsim: interrupted ({sig.name}); every process it started is stopped", err
+        assert "Traceback" not in err
+        assert processes_of(tmpdir) == []
+        assert list(tmpdir.iterdir()) == []
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def test_sigterm_mid_training_stops_every_pod_and_leaves_no_temp_file(tmp_path):
+    """`timeout 30 aggsim run-local SCENARIO`: SIGTERM once the workers train."""
+    process, tmpdir = start(tmp_path, "run-local", PREEMPTION)
+    wait_for(tmpdir, "barrier.*", process)
+    time.sleep(0.5)
+    interrupt_and_check(process, tmpdir, signal.SIGTERM)
+
+
+@pytest.mark.slow
+def test_sigint_at_start_up(tmp_path):
+    process, tmpdir = start(tmp_path, "run-local", PREEMPTION)
+    wait_for(tmpdir, "*.log", process)  # the first pod has been started
+    interrupt_and_check(process, tmpdir, signal.SIGINT)
+
+
+@pytest.mark.slow
+def test_sighup_during_the_upload(tmp_path):
+    process, tmpdir = start(tmp_path, "run-local", PREEMPTION)
+    wait_for(tmpdir, "error*.pb", process)
+    interrupt_and_check(process, tmpdir, signal.SIGHUP)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", ["start-up", "mid-training"])
+def test_demo_real_interrupted(tmp_path, moment):
+    process, tmpdir = start(tmp_path, "demo", "--real")
+    wait_for(tmpdir, "*.log" if moment == "start-up" else "barrier.*", process)
+    interrupt_and_check(process, tmpdir, signal.SIGTERM)
