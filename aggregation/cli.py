@@ -26,7 +26,10 @@ USAGE_ERROR = 2
 
 
 def _fail(message: str) -> None:
-    click.echo(f"aggsim: {message}", err=True)
+    """One line on stderr (control characters from paths and values escaped), exit 2."""
+    from aggregation.printable import printable
+
+    click.echo(f"aggsim: {printable(message)}", err=True)
     sys.exit(USAGE_ERROR)
 
 
@@ -61,6 +64,18 @@ def _raise_interrupted(signum, frame) -> None:
     for other in INTERRUPTING_SIGNALS:  # the first signal decides; later ones must not cut the cleanup short
         signal.signal(other, signal.SIG_IGN)
     raise Interrupted(signum)
+
+
+def _own_interrupts() -> None:
+    """Take SIGINT, SIGTERM and SIGHUP back after importing flytekit: its context manager installs a SIGINT
+    handler that calls exit(1) (`FlyteContextManager.initialize`), which would end the run with no message."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        for signum in INTERRUPTING_SIGNALS:
+            if signal.getsignal(signum) is not signal.SIG_IGN:  # an interrupt already being handled stays so
+                signal.signal(signum, _raise_interrupted)
 
 
 class AggsimGroup(click.Group):
@@ -115,8 +130,10 @@ OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT, e
 
 
 def _last_words(line: str) -> None:
+    from aggregation.printable import printable
+
     try:
-        click.echo(line, err=True)
+        click.echo(printable(line), err=True)
     except OSError:
         pass
 
@@ -587,6 +604,7 @@ def run_local(scenario_path, plugin, work_dir, force, keep, as_json) -> None:
         except ImportError as e:
             _fail(f"run-local needs the plugin extra (flytekit, torch): {e}")
             return
+        _own_interrupts()
         try:
             with console.status(f"running {spec.name} for real ({len(spec.pods)} pods, plugin {spec.plugin})..."):
                 real = execution_to_proto(run_real(spec, run_dir.path))
@@ -655,6 +673,7 @@ def calibrate(runs, start_method, work_dir, force, as_json) -> None:
         except ImportError as e:
             _fail(f"calibrate needs the plugin extra (flytekit, torch): {e}")
             return
+        _own_interrupts()
         try:
             with ProgressBar("real preempted pods", enabled=not as_json) as bar:
                 bar(0, runs)
@@ -745,6 +764,7 @@ def demo(real: bool) -> None:
         except ImportError as e:
             _fail(f"the demo needs the plugin extra (flytekit, torch): {e}")
             return
+        _own_interrupts()
         try:
             run_demo(Console())
         except LocalJobError as e:

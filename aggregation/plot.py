@@ -18,8 +18,8 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from aggregation.explore import BAD, GOOD, NEUTRAL, SweepResult, shown_outcomes  # noqa: E402
+from aggregation.printable import CONTROL_ESCAPES  # noqa: E402
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb  # noqa: E402
-from aggregation.report import CONTROL_ESCAPES  # noqa: E402
 
 
 def plain(text) -> str:

@@ -16,7 +16,8 @@ code wrote. `assert_scenario` simulates a scenario and checks its final phase.
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
+import math
+from pathlib import Path, PurePosixPath
 from typing import Optional, Union
 
 import pytest
@@ -26,6 +27,8 @@ from aggregation.explain import Explanation, explain_prefix, rfc3339_nanos
 from aggregation.propeller import NodeState, PropellerConfig
 from aggregation.storage import open_prefix
 from aggregation.validate import validate_prefix
+
+UINT32_MAX = 2**32 - 1  # Flyte's type for retries and attempt counters
 
 #: The instant offsets are measured from (any fixed time works; this one reads well).
 BASE_TIME_NS = 1_796_000_000 * 10**9
@@ -53,15 +56,25 @@ class ErrorPrefix:
     ) -> Path:
         """Write one error document as flytekit would; `offset` seconds after a fixed base (None: no timestamp).
 
-        The file is named `error-<hex>.pb` (as with `_F_DES` set) unless `name` says otherwise.
+        The file is named `error-<hex>.pb` (as with `_F_DES` set) unless `name` says otherwise; `name` is a key
+        relative to the prefix and must stay inside it.
         """
+        for label, value in (("worker", worker), ("origin", origin), ("message", message)):
+            if not isinstance(value, str):
+                raise TypeError(f"ErrorPrefix.add: {label} must be a str, got {type(value).__name__} {value!r}")
+        if code is not None and not isinstance(code, str):
+            raise TypeError(f"ErrorPrefix.add: code must be a str or None, got {type(code).__name__} {code!r}")
+        if offset is not None and (
+            isinstance(offset, bool) or not isinstance(offset, (int, float)) or not math.isfinite(offset)
+        ):
+            raise TypeError(f"ErrorPrefix.add: offset must be a finite number of seconds or None, got {offset!r}")
         if code is None:
             code = "USER:Recoverable" if recoverable else ("USER:RuntimeError" if origin == "USER" else "SYSTEM")
         timestamp_ns = None if offset is None else BASE_TIME_NS + round(offset * 1e9)
         if name is None:
             digest = hashlib.blake2b(f"{worker}/{len(list(self.path.iterdir()))}".encode(), digest_size=16)
             name = f"error-{digest.hexdigest()}.pb"
-        target = self.path / name
+        target = self._inside(name)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(
             error_document_bytes(
@@ -74,6 +87,15 @@ class ErrorPrefix:
             )
         )
         return target
+
+    def _inside(self, name: str) -> Path:
+        """`name` as a key under the prefix; a name that would leave it (absolute, `..`) is refused."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"ErrorPrefix.add: name must be a non-empty key, got {name!r}")
+        parts = PurePosixPath(name).parts
+        if PurePosixPath(name).is_absolute() or ".." in parts or "\\" in name:
+            raise ValueError(f"ErrorPrefix.add: name {name!r} must be a key inside the prefix (relative, no '..')")
+        return self.path.joinpath(*parts)
 
     def add_outputs(self) -> Path:
         """An (empty) outputs.pb, as rank 0 uploads on success."""
@@ -93,6 +115,9 @@ class ErrorPrefix:
         config: PropellerConfig = PropellerConfig(),
     ) -> Explanation:
         """What propeller concludes if it observes the job Succeeded now."""
+        for label, value in (("retries", retries), ("attempts", attempts), ("system_failures", system_failures)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= UINT32_MAX:
+                raise ValueError(f"ErrorPrefix.explain: {label} must be an integer in [0, {UINT32_MAX}], got {value!r}")
         return explain_prefix(
             str(self.path), strategy, outputs_declared, retries, NodeState(attempts, system_failures), config
         )
@@ -133,7 +158,11 @@ def assert_verdict(
     task_phase: Optional[str] = None,
     no_error: bool = False,
 ) -> None:
-    """Assert which error propeller reports and what the node does; on failure, show the ranking."""
+    """Assert which error propeller reports and what the node does; on failure, show the ranking.
+
+    At least one expectation is required: an assertion that checks nothing would pass on anything."""
+    if all(v is None for v in (worker, code, kind, recoverable, decision, task_phase)) and not no_error:
+        raise TypeError("assert_verdict: give at least one expectation (worker, code, kind, recoverable, ...)")
     if isinstance(explanation, ErrorPrefix):
         explanation = explanation.explain()
     error = explanation.error
@@ -155,9 +184,14 @@ def assert_verdict(
         pytest.fail("; ".join(problems) + "\n" + explain_candidates(explanation), pytrace=False)
 
 
-def assert_valid_error_files(location: Union[str, Path]) -> None:
-    """The checks of `aggsim validate`, for every error* file your task code left under `location`."""
+def assert_valid_error_files(location: Union[str, Path], *, allow_empty: bool = False) -> None:
+    """The checks of `aggsim validate`, for every error* file your task code left under `location`.
+
+    No error file at all fails too (as `aggsim validate` does), unless `allow_empty`: a task that was meant
+    to fail and wrote nothing is what upstream's plugin does after a preemption."""
     reports = validate_prefix(open_prefix(str(location)))
+    if not reports and not allow_empty:
+        pytest.fail(f"no error files under {location} (pass allow_empty=True if that is expected)", pytrace=False)
     failures = [
         f"{report.path}: {finding.check}: {finding.message}" for report in reports for finding in report.findings
     ]
@@ -172,7 +206,9 @@ def assert_scenario(
     final_phase: Optional[str] = None,
     attempts: Optional[int] = None,
 ) -> None:
-    """Simulate a scenario file and check its final phase and attempt count."""
+    """Simulate a scenario file and check its final phase and attempt count (at least one of them)."""
+    if final_phase is None and attempts is None:
+        raise TypeError("assert_scenario: give final_phase or attempts (an assertion that checks nothing passes)")
     from aggregation.report import timeline_lines
     from aggregation.scenario import load_scenario
     from aggregation.simulate import simulate

@@ -10,11 +10,9 @@ from rich.table import Table
 from rich.text import Text
 
 from aggregation.explore import BAD, GOOD, NEUTRAL, OUTCOMES, SweepResult, shown_outcomes
+from aggregation.printable import CONTROL_ESCAPES
 from aggregation.results import AttemptResult, Execution
 from aggregation.timeline import What
-
-#: str.translate table: control characters (C0, DEL, C1) shown as \\xNN escapes, never sent to a terminal
-CONTROL_ESCAPES = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)]}
 
 
 def literal(value: str, style: str = "") -> Text:

@@ -126,14 +126,14 @@ def test_any_timing_value_is_simulated_or_refused_in_one_line(field, value):
 
     preemption = 'attempts { events { at_seconds: 5 pod: "a" preemption {} } }'
     text = TWO_PODS + f"timings {{ {field}: {value!r} }} " + preemption
-    valid = value == value and 0 <= value <= defaults.MAX_SCENARIO_SECONDS
+    in_range = value == value and 0 <= value <= defaults.MAX_SCENARIO_SECONDS
     try:
         spec = parse_scenario(text)
     except ScenarioError as e:
-        assert not valid, e
+        assert not in_range, e
         assert f"timings.{field}" in str(e) and "\n" not in str(e)
         return
-    assert valid
+    assert in_range
     assert simulate(spec).final_phase is not None
 
 
@@ -279,3 +279,4 @@ def test_a_work_dir_that_cannot_be_made_is_one_line(tmp_path, where):
     if where == "unwritable" and os.geteuid() == 0:
         pytest.skip("root writes anywhere")
     one_line_error(run("run-local", PREEMPTION, "--work-dir", target), "--work-dir")
+

@@ -1,5 +1,7 @@
 """The pytest plugin, tested the way users meet it: in a separate pytest run (pytester)."""
 
+import pytest
+
 pytest_plugins = ["pytester"]
 
 
@@ -93,3 +95,55 @@ def test_scenario_assertion(pytester):
     result.stdout.fnmatch_lines(
         ["*final phase: expected SUCCEEDED_SILENTLY, got RETRIED_THEN_SUCCEEDED*", "*SIGTERM (kubelet: preemption)*"]
     )
+
+
+# --- careless use: refused with a clear message, never a silent pass or a write outside the prefix -------------
+
+
+@pytest.mark.parametrize("name", ["/tmp/elsewhere.pb", "../outside.pb", "a/../../outside.pb", ""])
+def test_a_name_that_leaves_the_prefix_is_refused(tmp_path, name):
+    from aggregation.pytest_plugin import ErrorPrefix
+
+    prefix = ErrorPrefix(tmp_path / "prefix")
+    with pytest.raises(ValueError, match="name"):
+        prefix.add("w", name=name)
+    assert not (tmp_path / "outside.pb").exists()
+    assert list((tmp_path / "prefix").iterdir()) == []
+
+
+def test_a_nested_key_stays_inside(tmp_path):
+    from aggregation.pytest_plugin import ErrorPrefix
+
+    prefix = ErrorPrefix(tmp_path / "prefix")
+    assert prefix.add("w", name="errors/error-1.pb") == tmp_path / "prefix" / "errors" / "error-1.pb"
+
+
+@pytest.mark.parametrize("field, value", [("worker", 7), ("code", 1.5), ("message", None), ("offset", "soon"),
+                                          ("offset", float("nan")), ("offset", True)])
+def test_wrongly_typed_arguments_say_which_one(tmp_path, field, value):
+    from aggregation.pytest_plugin import ErrorPrefix
+
+    with pytest.raises(TypeError, match=field):
+        ErrorPrefix(tmp_path).add(**{"worker": "w", field: value})
+
+
+@pytest.mark.parametrize("counter", ["retries", "attempts", "system_failures"])
+@pytest.mark.parametrize("value", [-1, 2**32, 1.5])
+def test_counters_outside_flyte_s_uint32_are_refused(tmp_path, counter, value):
+    from aggregation.pytest_plugin import ErrorPrefix
+
+    with pytest.raises(ValueError, match=counter):
+        ErrorPrefix(tmp_path).explain(**{counter: value})
+
+
+def test_assertions_that_check_nothing_are_refused(tmp_path):
+    from aggregation.pytest_plugin import ErrorPrefix, assert_scenario, assert_valid_error_files, assert_verdict
+
+    prefix = ErrorPrefix(tmp_path / "p")
+    with pytest.raises(TypeError, match="at least one expectation"):
+        assert_verdict(prefix)
+    with pytest.raises(TypeError, match="final_phase or attempts"):
+        assert_scenario("preemption_during_training")
+    with pytest.raises(pytest.fail.Exception, match="no error files"):
+        assert_valid_error_files(tmp_path / "p")
+    assert_valid_error_files(tmp_path / "p", allow_empty=True)
