@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import signal
 import stat
 import threading
@@ -63,14 +64,15 @@ def _why(e: BaseException) -> str:
     """A remote store's failure in a few words (botocore, aiohttp and gcsfs errors are long)."""
     name = type(e).__name__
     text = " ".join(str(e).split())
-    if isinstance(e, PermissionError) or "AccessDenied" in text or "InvalidAccessKeyId" in text or "403" in text:
-        return f"access denied ({text[:160]})"
     if name in ("NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError", "RefreshError"):
         return f"no credentials for it ({text[:160]})"
+    if isinstance(e, (ConnectionError, TimeoutError)) or "Connect" in name or "Endpoint" in name:
+        return f"cannot connect ({text[:160]})"
+    denied = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden", "Unauthorized")
+    if isinstance(e, PermissionError) or any(word in text for word in denied) or re.search(r"\b40[13]\b", text):
+        return f"access denied ({text[:160]})"
     if "NoSuchBucket" in text:
         return "no such bucket"
-    if isinstance(e, (ConnectionError, TimeoutError)) or "onnect" in name or "Endpoint" in name:
-        return f"cannot connect ({text[:160]})"
     return f"{name}: {text[:160]}"
 
 

@@ -101,3 +101,18 @@ def test_demo_real_interrupted(tmp_path, moment):
     process, tmpdir = start(tmp_path, "demo", "--real")
     wait_for(tmpdir, "*.log" if moment == "start-up" else "barrier.*", process)
     interrupt_and_check(process, tmpdir, signal.SIGTERM)
+
+
+@pytest.mark.slow
+def test_a_clean_run_leaves_no_process_and_nothing_in_tmpdir(tmp_path):
+    """A run that agrees removes its dir; the pods' torch elastic and flytekit temp files lived inside it."""
+    process, tmpdir = start(tmp_path, "run-local", str(SCENARIOS / "sibling_user_error_cleanup.textproto"))
+    try:
+        out, err = process.communicate(timeout=200)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert process.returncode == 0, err[-2000:]
+    assert processes_of(tmpdir) == []
+    assert list(tmpdir.iterdir()) == []

@@ -189,3 +189,13 @@ def test_an_unreachable_http_prefix_is_not_an_empty_prefix():
 
 def test_an_empty_prefix_names_no_location():
     assert_one_line(aggsim(dict(os.environ), "explain", ""), "empty prefix")
+
+
+def test_a_port_number_is_not_read_as_an_http_status():
+    """Seen in CI: a refused connection to port 41403 was called "access denied" (its text holds "403")."""
+    from botocore.exceptions import EndpointConnectionError
+
+    from aggregation.storage import _why
+
+    assert _why(EndpointConnectionError(endpoint_url="http://127.0.0.1:41403/bucket")).startswith("cannot connect")
+    assert _why(PermissionError("Forbidden")).startswith("access denied")
