@@ -5,6 +5,7 @@ Usage errors, missing prefixes and missing filesystems print one line and exit 2
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -527,8 +528,6 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, con
 @PROPELLER_CONFIG_OPTION
 def sweep(scenario_path, varies, samples, seed, plugins, as_json, out_path, config_files) -> None:
     """Explore the race: outcome distribution per plugin variant x aggregation flag, with counterexamples."""
-    import contextlib
-
     from aggregation.caselog import CaseLog, CaseLogError
     from aggregation.explore import default_variations, parse_variation
     from aggregation.explore import sweep as run_sweep
@@ -562,6 +561,27 @@ def sweep(scenario_path, varies, samples, seed, plugins, as_json, out_path, conf
         render_sweep(result, Console())
 
 
+@contextlib.contextmanager
+def _real_run(command: str, work_dir=None, force: bool = False, keep: bool = False):
+    """The directory of a command that starts real pods (`aggregation.rundir`), entered: the plugin extra
+    imported inside it (flytekit makes a sandbox dir at import), and our interrupt handling taken back from
+    flytekit. One line and exit 2 when the directory cannot be used or the extra is missing."""
+    from aggregation.rundir import RunDir, RunDirError
+
+    run_dir = RunDir(work_dir, force=force, keep=keep, prefix=f"aggsim-{command}-")
+    try:
+        run_dir.prepare()
+    except RunDirError as e:
+        _fail(str(e))
+    with run_dir:
+        try:
+            import localjob.workloads  # noqa: F401  (flytekit, its kfpytorch plugin and ours)
+        except ImportError as e:
+            _fail(f"{command} needs the plugin extra (flytekit, torch): {e}")
+        _own_interrupts()
+        yield run_dir
+
+
 @main.command("run-local")
 @click.argument("scenario_path", metavar="SCENARIO.textproto")
 @click.option("--plugin", type=click.Choice(["upstream", "recoverable"]), help="override the scenario's plugin")
@@ -580,7 +600,6 @@ def run_local(scenario_path, plugin, work_dir, force, keep, as_json) -> None:
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     warnings.filterwarnings("ignore", message="Configuring shared memory via")
     from aggregation.record import compare, execution_to_proto
-    from aggregation.rundir import RunDir, RunDirError
     from aggregation.scenario import ScenarioError, load_scenario
     from aggregation.simulate import simulate as run_simulation
 
@@ -591,20 +610,10 @@ def run_local(scenario_path, plugin, work_dir, force, keep, as_json) -> None:
         _fail(str(e))
         return
     console = Console(stderr=as_json)
-    run_dir = RunDir(work_dir, force=force, keep=keep, prefix="aggsim-run-")
-    try:
-        run_dir.prepare()
-    except RunDirError as e:
-        _fail(str(e))
-        return
-    with run_dir:
-        try:  # imported inside the run's dir: flytekit makes a sandbox dir at import
-            from localjob.realpods import LocalJobError
-            from localjob.runner import run_local as run_real
-        except ImportError as e:
-            _fail(f"run-local needs the plugin extra (flytekit, torch): {e}")
-            return
-        _own_interrupts()
+    with _real_run("run-local", work_dir, force, keep) as run_dir:
+        from localjob.realpods import LocalJobError
+        from localjob.runner import run_local as run_real
+
         try:
             with console.status(f"running {spec.name} for real ({len(spec.pods)} pods, plugin {spec.plugin})..."):
                 real = execution_to_proto(run_real(spec, run_dir.path))
@@ -612,12 +621,12 @@ def run_local(scenario_path, plugin, work_dir, force, keep, as_json) -> None:
             run_dir.keep()
             _fail(f"{scenario_path}: {e} (the run's files: {run_dir.path})")
             return
-        agree = all(a == b for _, a, b in compare(simulated, real))
+        diff = compare(simulated, real)
+        agree = all(a == b for _, a, b in diff)
         if not agree:
             run_dir.keep()
     if run_dir.kept and not work_dir:
         click.echo(f"aggsim: the run's files are kept in {run_dir.path}", err=True)
-    diff = compare(simulated, real)
     if as_json:
         from google.protobuf import json_format
 
@@ -657,23 +666,12 @@ def calibrate(runs, start_method, work_dir, force, as_json) -> None:
 
     warnings.filterwarnings("ignore", message="Configuring shared memory via")
     from aggregation.report import ProgressBar, render_phases
-    from aggregation.rundir import RunDir, RunDirError
 
     console = Console(stderr=as_json)
-    run_dir = RunDir(work_dir, force=force, prefix="aggsim-calibrate-")
-    try:
-        run_dir.prepare()
-    except RunDirError as e:
-        _fail(str(e))
-        return
-    with run_dir:
-        try:  # imported inside the run's dir: flytekit makes a sandbox dir at import
-            from localjob.calibrate import measure, phases
-            from localjob.realpods import LocalJobError
-        except ImportError as e:
-            _fail(f"calibrate needs the plugin extra (flytekit, torch): {e}")
-            return
-        _own_interrupts()
+    with _real_run("calibrate", work_dir, force) as run_dir:
+        from localjob.calibrate import measure, phases
+        from localjob.realpods import LocalJobError
+
         try:
             with ProgressBar("real preempted pods", enabled=not as_json) as bar:
                 bar(0, runs)
@@ -755,16 +753,10 @@ def demo(real: bool) -> None:
 
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch without numpy: harmless
     warnings.filterwarnings("ignore", message="Configuring shared memory via")  # flytekit's own Elastic default
-    from aggregation.rundir import RunDir
+    with _real_run("demo"):  # the pods' temp files, and flytekit's sandbox, stay inside its dir
+        from localjob.demo import run_demo
+        from localjob.realpods import LocalJobError
 
-    with RunDir(prefix="aggsim-demo-"):  # the pods' temp files, and flytekit's sandbox, stay inside it
-        try:
-            from localjob.demo import run_demo
-            from localjob.realpods import LocalJobError
-        except ImportError as e:
-            _fail(f"the demo needs the plugin extra (flytekit, torch): {e}")
-            return
-        _own_interrupts()
         try:
             run_demo(Console())
         except LocalJobError as e:

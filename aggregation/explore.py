@@ -114,9 +114,6 @@ class NumberRange(Sequence):
         value = self.start + index * self.step
         return int(round(value)) if self.integral else round(value, 9)
 
-    def __eq__(self, other) -> bool:
-        return list(self) == list(other) if len(self) == len(other) else False
-
     def __repr__(self) -> str:
         return f"NumberRange({self.start!r}, {self.step!r}, {self.count})"
 
