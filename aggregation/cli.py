@@ -9,6 +9,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -582,6 +583,15 @@ def _real_run(command: str, work_dir=None, force: bool = False, keep: bool = Fal
         yield run_dir
 
 
+def _explain_real_failure(run_dir, attempt=None) -> None:
+    """Print the first worker failure the real pods logged (in the attempt that disagreed), if any."""
+    from localjob.evidence import first_worker_failure
+
+    failure = first_worker_failure(run_dir, attempt)
+    if failure is not None:
+        click.echo(f"aggsim: first worker failure: {failure.describe()}", err=True)
+
+
 @main.command("run-local")
 @click.argument("scenario_path", metavar="SCENARIO.textproto")
 @click.option("--plugin", type=click.Choice(["upstream", "recoverable"]), help="override the scenario's plugin")
@@ -619,12 +629,16 @@ def run_local(scenario_path, plugin, work_dir, force, keep, as_json) -> None:
                 real = execution_to_proto(run_real(spec, run_dir.path))
         except (LocalJobError, ValueError) as e:
             run_dir.keep()
+            _explain_real_failure(run_dir.path)
             _fail(f"{scenario_path}: {e} (the run's files: {run_dir.path})")
             return
         diff = compare(simulated, real)
         agree = all(a == b for _, a, b in diff)
         if not agree:
             run_dir.keep()
+            first = next(field for field, a, b in diff if a != b)
+            number = re.match(r"attempt (\d+) ", first)
+            _explain_real_failure(run_dir.path, int(number[1]) if number else None)
     if run_dir.kept and not work_dir:
         click.echo(f"aggsim: the run's files are kept in {run_dir.path}", err=True)
     if as_json:

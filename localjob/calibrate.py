@@ -26,7 +26,7 @@ from typing import Callable, Optional
 from aggregation import defaults
 from localjob.pod import LocalPod, PodSpec
 from localjob.realpods import LocalJobError
-from localjob.workloads import task_name
+from localjob.workloads import Workload
 
 #: a run whose pod has not exited by then is a failure (the pod is killed and the run's files kept)
 RUN_TIMEOUT_SECONDS = 120.0
@@ -92,7 +92,7 @@ def measure_one(run_dir: Path, start_method: str = "spawn") -> ReportSample:
     prefix = run_dir / "outputs"
     spec = PodSpec(
         name="train-worker-0",
-        task_name=task_name("recoverable", start_method, 1, 2),
+        task_args=tuple(Workload("recoverable", start_method, "1", 2).loader_args()),
         output_prefix=prefix,
         error_aggregation=False,
         extra_env={"AGGSIM_EVENTS_DIR": str(events), "AGGSIM_SIGNAL_AGENT": "SIGTERM"},

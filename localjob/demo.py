@@ -25,7 +25,7 @@ from aggregation.propeller import JobCondition
 from aggregation.report import fits, literal, rule
 from localjob.pod import LocalPod, PodSpec
 from localjob.realpods import LocalJobError
-from localjob.workloads import task_name
+from localjob.workloads import Workload
 
 RETRIES = 2  # the demo task is declared with `retries=2`
 POD_TIMEOUT = 90
@@ -48,7 +48,7 @@ def preempt_one_pod(variant: str, work_dir: Path) -> PreemptedRun:
     prefix = work_dir / "outputs"
     spec = PodSpec(
         name="train-worker-0",
-        task_name=task_name(variant, "spawn", 1, 2),
+        task_args=tuple(Workload(variant, "spawn", "1", 2).loader_args()),
         output_prefix=prefix,
         extra_env={"AGGSIM_EVENTS_DIR": str(events)},
     )

@@ -64,9 +64,9 @@ class PodSpec:
     """What a pod runs and the environment the Flyte backend plugin would give it."""
 
     name: str
-    task_name: str
+    task_args: tuple[str, ...]  # the task resolver's loader arguments (`Workload.loader_args()`)
     output_prefix: Path
-    task_module: str = "localjob.workloads"
+    task_resolver: str = "localjob.workloads.resolver"
     error_aggregation: bool = True
     nnodes: int = 1
     rendezvous_endpoint: Optional[str] = None
@@ -114,15 +114,7 @@ class PodSpec:
             cmd += ["--checkpoint-path", str(self.checkpoint_path)]
         if self.prev_checkpoint is not None:
             cmd += ["--prev-checkpoint", str(self.prev_checkpoint)]
-        cmd += [
-            "--resolver",
-            "flytekit.core.python_auto_container.default_task_resolver",
-            "--",
-            "task-module",
-            self.task_module,
-            "task-name",
-            self.task_name,
-        ]
+        cmd += ["--resolver", self.task_resolver, "--", *self.task_args]
         return cmd
 
 

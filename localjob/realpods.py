@@ -31,6 +31,7 @@ from localjob.timebase import ScenarioTimebase
 
 if TYPE_CHECKING:
     from aggregation.world import Attempt
+    from localjob.workloads import Workload
 
 START_TIMEOUT = 120.0  # pods must reach their first barrier within this
 ATTEMPT_TIMEOUT = 240.0  # an attempt longer than this is a failure (and is killed)
@@ -97,11 +98,16 @@ class RealPods:
     """The pods of one real attempt: processes, their blob store, and commands for their workers."""
 
     def __init__(
-        self, spec: ScenarioSpec, attempt: int, work_dir: Path, task_name: str, previous_checkpoint: Optional[Path]
+        self,
+        spec: ScenarioSpec,
+        attempt: int,
+        work_dir: Path,
+        workload: "Workload",
+        previous_checkpoint: Optional[Path],
     ) -> None:
         self.spec = spec
         self.attempt = attempt
-        self.task_name = task_name
+        self.workload = workload
         self.base = Path(work_dir) / f"attempt-{attempt}"
         self.events_dir, self.prefix, self.work = self.base / "events", self.base / "outputs", self.base / "work"
         self.control = self.base / "control.json"
@@ -129,7 +135,7 @@ class RealPods:
             shutdown = spec.timings[pod].shutdown
             pod_spec = PodSpec(
                 name=pod,
-                task_name=self.task_name,
+                task_args=tuple(self.workload.loader_args()),
                 output_prefix=self.prefix,
                 error_aggregation=spec.error_aggregation,
                 nnodes=len(spec.pods),
@@ -142,6 +148,8 @@ class RealPods:
                     "AGGSIM_EVENTS_DIR": str(self.events_dir),
                     "AGGSIM_CONTROL": str(self.control),
                     "AGGSIM_TRAIN_SECONDS": "600",
+                    # worker 0's agent hosts the rendezvous store, as the pod PET_RDZV_ENDPOINT names does
+                    "AGGSIM_RDZV_IS_HOST": "1" if pod == spec.pods[0] else "0",
                     # the scenario's shutdown time is how long this pod's workers take to exit on SIGTERM
                     "AGGSIM_WORKER_SHUTDOWN_SECONDS": str(shutdown) if shutdown > SHUTDOWN_WORTH_MODELLING else "0",
                 },

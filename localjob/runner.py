@@ -8,7 +8,6 @@ does the rest).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Optional
 
@@ -19,21 +18,26 @@ from aggregation.results import Execution, Source
 from aggregation.scenario import ScenarioSpec
 from localjob.pod import libfaketime_path
 from localjob.realpods import ATTEMPT_TIMEOUT, LocalJobError, RealPods
-from localjob.workloads import task_name
+from localjob.workloads import Workload
 
 MAX_REAL_ATTEMPTS = 6
-MAX_LOCAL_WORKERS = max(4, 2 * (os.cpu_count() or 1))  # gloo workers on CPU: beyond this, timings mean nothing
+MAX_LOCAL_PODS = 8
+MAX_LOCAL_NPROC = 4
+# gloo workers on CPU: 8 pods x 4 processes fit in memory (about 0.3 GB each); what the load does to timings
+# is for `aggsim calibrate` to measure, not for this limit to hide.
+MAX_LOCAL_WORKERS = MAX_LOCAL_PODS * MAX_LOCAL_NPROC
 
 
-def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> str:
-    """The workload task that plays `spec` for real; LocalJobError (one line) if it cannot be played faithfully."""
+def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Workload:
+    """The workload that plays `spec` for real; LocalJobError (one line) if it cannot be played faithfully."""
     if spec.plugin is PluginVariant.SEED_PR:
         raise LocalJobError("the seed-pr variant exists only in the simulator; run upstream or recoverable")
     nproc = spec.nproc_per_node
-    if len(spec.pods) * nproc > MAX_LOCAL_WORKERS:
+    if len(spec.pods) > MAX_LOCAL_PODS:
+        raise LocalJobError(f"job.pods: {len(spec.pods)} pods, more than the {MAX_LOCAL_PODS} a local job runs")
+    if nproc > MAX_LOCAL_NPROC:
         raise LocalJobError(
-            f"{len(spec.pods)} pods x {nproc} workers is more than this machine can hold "
-            f"({MAX_LOCAL_WORKERS} worker processes at most on {os.cpu_count()} cores)"
+            f"job.nproc_per_node: {nproc} workers per pod, more than the {MAX_LOCAL_NPROC} a local pod runs"
         )
     skewed = sorted(pod for pod, timing in spec.timings.items() if timing.clock_offset)
     if skewed and libfaketime_path() is None:
@@ -61,20 +65,17 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> st
                     "(a signal cannot be aimed at the inside of os.fork())"
                 )
     method = start_method or ("fork" if spec.fork else "spawn")
-    try:
-        return task_name(spec.plugin.value, method, len(spec.pods), nproc)
-    except ValueError as e:
-        raise LocalJobError(str(e)) from None
+    return Workload(spec.plugin.value, method, str(len(spec.pods)), nproc)
 
 
 def run_local(spec: ScenarioSpec, work_dir: Path, start_method: Optional[str] = None) -> Execution:
     """Run every attempt of `spec` for real, until propeller's decision ends the node."""
-    task = check_playable(spec, start_method)
+    workload = check_playable(spec, start_method)
     work_dir = Path(work_dir)
 
     def make_pods(attempt: int, resumed_from: Optional[int]) -> RealPods:
         previous = work_dir / f"attempt-{resumed_from}" / "checkpoint" if resumed_from is not None else None
-        return RealPods(spec, attempt, work_dir, task, previous)
+        return RealPods(spec, attempt, work_dir, workload, previous)
 
     try:
         return run_execution(spec, make_pods, Source.REAL, max_attempts=MAX_REAL_ATTEMPTS)

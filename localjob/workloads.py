@@ -20,19 +20,24 @@ serves every scenario:
   is complete). Workers read it every step. At start rank 0 reads the previous attempt's checkpoint
   (``--prev-checkpoint``) and records ``resumed-<step>``.
 
-Tasks are named ``<variant>_<start method>_<nnodes>x<nproc>``, variant ``upstream`` (flytekit's
-plugin as released) or ``recoverable`` (this project's).
+There is no list of declared tasks: a `Workload` (plugin variant, start method, nodes, processes per node,
+restarts, join timeout) is the loader arguments of the pod's command line, and `resolver` builds the task in
+the pod, as a Flyte task resolver does.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
+from dataclasses import dataclass
 
 import flytekit
 from flytekit import task
+from flytekit.core.base_task import TaskResolverMixin
+from flytekit.core.python_function_task import PythonFunctionTask
 from flytekit.exceptions.user import FlyteRecoverableException
 from flytekitplugins.kfpytorch import Elastic as UpstreamElastic
 
@@ -41,6 +46,7 @@ from plugin import Elastic as RecoverableElastic
 #: flytekit's Elastic default is 5 s; a shorter interval keeps the tests quick without changing
 #: what happens (signals interrupt the agent's monitor sleep either way).
 MONITOR_INTERVAL_SECONDS = 0.5
+VARIANTS = ("upstream", "recoverable")
 
 
 def record_event(name: str, rank: int) -> None:
@@ -50,6 +56,11 @@ def record_event(name: str, rank: int) -> None:
         with open(path + ".tmp", "w") as f:
             f.write(repr(time.time()))
         os.replace(path + ".tmp", path)
+
+
+def _recorded(name: str, rank: int) -> bool:
+    events_dir = os.environ.get("AGGSIM_EVENTS_DIR")
+    return bool(events_dir) and os.path.exists(os.path.join(events_dir, f"{name}.{rank}"))
 
 
 def _slow_exit_on_terminate(seconds: float) -> None:
@@ -128,7 +139,8 @@ def train() -> None:
     while True:
         control = _control()
         for command in control.get("raise", ()):
-            if command["rank"] == rank:
+            # once per attempt: a worker group torch restarts (max_restarts) reads the same commands again
+            if command["rank"] == rank and not _recorded("raise", rank):
                 record_event("raise", rank)
                 message = command.get("message") or f"worker with global rank {rank} failed"
                 if command.get("recoverable"):
@@ -157,84 +169,95 @@ def train() -> None:
     dist.destroy_process_group()
 
 
-def _config(elastic_class, start_method: str, nnodes: int, nproc_per_node: int):
-    return elastic_class(
-        nnodes=nnodes,
-        nproc_per_node=nproc_per_node,
-        start_method=start_method,
-        monitor_interval=MONITOR_INTERVAL_SECONDS,
-        max_restarts=0,
-    )
+@dataclass(frozen=True)
+class Workload:
+    """The elastic task a pod runs, built in the pod from its loader arguments (any job shape, no declared list).
+
+    A PyTorchJob's pods all run one task; what differs between scenarios is the task's `Elastic`
+    configuration. Flyte names a task in the pod's command line through a task resolver
+    (`pyflyte-execute --resolver R -- ARGS`), so `resolver` below rebuilds the task from ARGS.
+    """
+
+    variant: str  # "upstream" (flytekitplugins-kfpytorch as released) or "recoverable" (this project's plugin)
+    start_method: str = "spawn"
+    nnodes: str = "1"  # torch elastic's nnodes: "N" or "MIN:MAX" (the PyTorchJob's elastic policy)
+    nproc_per_node: int = 2
+    max_restarts: int = 0
+    join_timeout: float = 900.0  # rdzv_configs["join_timeout"]: flytekit's Elastic default
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"no workload variant {self.variant!r} (one of {', '.join(VARIANTS)})")
+        if self.start_method not in ("spawn", "fork"):
+            raise ValueError(f"start method {self.start_method!r} is neither spawn nor fork")
+        if not re.fullmatch(r"[1-9][0-9]*(:[1-9][0-9]*)?", self.nnodes):
+            raise ValueError(f"nnodes {self.nnodes!r} is neither N nor MIN:MAX")
+        if self.nproc_per_node < 1 or self.max_restarts < 0 or not self.join_timeout > 0:
+            raise ValueError(f"impossible workload {self}")
+
+    def loader_args(self) -> list[str]:
+        return [
+            "variant", self.variant, "start-method", self.start_method, "nnodes", self.nnodes,
+            "nproc-per-node", str(self.nproc_per_node), "max-restarts", str(self.max_restarts),
+            "join-timeout", repr(self.join_timeout),
+        ]  # fmt: skip
+
+    @classmethod
+    def from_loader_args(cls, args: list[str]) -> "Workload":
+        values = dict(zip(args[::2], args[1::2]))
+        return cls(
+            variant=values["variant"],
+            start_method=values["start-method"],
+            nnodes=values["nnodes"],
+            nproc_per_node=int(values["nproc-per-node"]),
+            max_restarts=int(values["max-restarts"]),
+            join_timeout=float(values["join-timeout"]),
+        )
+
+    def task(self) -> PythonFunctionTask:
+        """The flytekit task: `train` under this plugin's `Elastic` configuration."""
+        elastic_class = UpstreamElastic if self.variant == "upstream" else RecoverableElastic
+        rendezvous = {"timeout": 900, "join_timeout": self.join_timeout}
+        # In a PyTorchJob the rendezvous store lives in the agent of the pod the endpoint names (worker 0);
+        # here every pod shares one host name, so which agent hosts it is said, not left to a race for the port.
+        is_host = os.environ.get("AGGSIM_RDZV_IS_HOST")
+        if is_host is not None:
+            rendezvous["is_host"] = is_host == "1"
+        nnodes: object = int(self.nnodes) if ":" not in self.nnodes else self.nnodes
+        config = elastic_class(
+            nnodes=nnodes,
+            nproc_per_node=self.nproc_per_node,
+            start_method=self.start_method,
+            monitor_interval=MONITOR_INTERVAL_SECONDS,
+            max_restarts=self.max_restarts,
+            rdzv_configs=rendezvous,
+        )
+        return task(task_config=config, task_resolver=resolver)(train_task)
 
 
-# flytekit loads a task by module attribute and refuses generated (nested) task functions, so each
-# variant is spelled out: <variant>_<start method>_<nnodes>x<nproc per node>.
-@task(task_config=_config(UpstreamElastic, "spawn", 1, 2))
-def upstream_spawn_1x2() -> None:
+def train_task() -> None:
+    """The task function every workload runs (module level: spawn pickles it by reference)."""
     train()
 
 
-@task(task_config=_config(UpstreamElastic, "fork", 1, 2))
-def upstream_fork_1x2() -> None:
-    train()
+class WorkloadResolver(TaskResolverMixin):
+    """Flyte's task resolver for `Workload`s: the loader arguments are the workload's fields."""
+
+    @property
+    def location(self) -> str:
+        return f"{__name__}.resolver"
+
+    def name(self) -> str:
+        return "aggsim workload resolver"
+
+    def load_task(self, loader_args: list[str]) -> PythonFunctionTask:
+        return Workload.from_loader_args(list(loader_args)).task()
+
+    def loader_args(self, settings, t) -> list[str]:
+        raise NotImplementedError("workloads are run locally, never registered")
+
+    def get_all_tasks(self) -> list:
+        return []
 
 
-@task(task_config=_config(UpstreamElastic, "spawn", 2, 1))
-def upstream_spawn_2x1() -> None:
-    train()
-
-
-@task(task_config=_config(UpstreamElastic, "fork", 2, 1))
-def upstream_fork_2x1() -> None:
-    train()
-
-
-@task(task_config=_config(UpstreamElastic, "spawn", 2, 2))
-def upstream_spawn_2x2() -> None:
-    train()
-
-
-@task(task_config=_config(UpstreamElastic, "fork", 2, 2))
-def upstream_fork_2x2() -> None:
-    train()
-
-
-@task(task_config=_config(RecoverableElastic, "spawn", 2, 2))
-def recoverable_spawn_2x2() -> None:
-    train()
-
-
-@task(task_config=_config(RecoverableElastic, "fork", 2, 2))
-def recoverable_fork_2x2() -> None:
-    train()
-
-
-@task(task_config=_config(RecoverableElastic, "spawn", 1, 2))
-def recoverable_spawn_1x2() -> None:
-    train()
-
-
-@task(task_config=_config(RecoverableElastic, "fork", 1, 2))
-def recoverable_fork_1x2() -> None:
-    train()
-
-
-@task(task_config=_config(RecoverableElastic, "spawn", 2, 1))
-def recoverable_spawn_2x1() -> None:
-    train()
-
-
-@task(task_config=_config(RecoverableElastic, "fork", 2, 1))
-def recoverable_fork_2x1() -> None:
-    train()
-
-
-VARIANTS = ("upstream", "recoverable")
-
-
-def task_name(variant: str, start_method: str = "spawn", nnodes: int = 1, nproc_per_node: int = 2) -> str:
-    """The name of the workload task for a plugin variant and shape (raises ValueError if none)."""
-    name = f"{variant}_{start_method}_{nnodes}x{nproc_per_node}"
-    if not hasattr(globals().get(name), "task_config"):
-        raise ValueError(f"no workload task {name!r} in {__name__}")
-    return name
+resolver = WorkloadResolver()

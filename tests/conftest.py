@@ -58,3 +58,44 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "plugin" in item.keywords:
             item.add_marker(skip)
+
+
+POD_MARK = b"FLYTE_INTERNAL_EXECUTION_PROJECT=aggsim"  # every local pod's environment holds it, as do its workers
+
+
+def pod_processes() -> list[tuple[int, str]]:
+    """Live processes of a local pod (pyflyte-execute, its agent, its workers): (pid, command line)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if POD_MARK not in (proc / "environ").read_bytes() or "State:\tZ" in (proc / "status").read_text():
+                continue
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        found.append((int(proc.name), cmdline[:160]))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_pod_outlives_a_real_test(request):
+    """Every real test, passing or failing, leaves no pod, agent or worker behind (they are killed and the test
+    errors if one is found; orphans get a few seconds to be collected by init first)."""
+    yield
+    if "real" not in request.keywords:
+        return
+    import os
+    import signal
+    import time
+
+    deadline = time.monotonic() + 5
+    while (left := pod_processes()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid, _ in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    assert left == [], f"processes outlived {request.node.name}: {left}"

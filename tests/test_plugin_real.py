@@ -56,7 +56,14 @@ def assert_reaped(pod) -> None:
     assert not pod.group_alive()
 
 
-def run_pod(tmp_path: Path, task_name: str, error_aggregation: bool = True, **env) -> tuple[int, Path, Path, str]:
+def workload(variant: str, start_method: str = "spawn", nnodes: str = "1", nproc_per_node: int = 2):
+    """The elastic task a pod runs (`localjob.workloads.Workload`, built in the pod by its task resolver)."""
+    from localjob.workloads import Workload
+
+    return Workload(variant, start_method, nnodes, nproc_per_node)
+
+
+def run_pod(tmp_path: Path, workload, error_aggregation: bool = True, **env) -> tuple[int, Path, Path, str]:
     """One pod whose rank 0 signals its own agent after a gloo barrier; returns (exit code, prefix, events, log)."""
     from localjob.pod import LocalPod, PodSpec
 
@@ -65,7 +72,7 @@ def run_pod(tmp_path: Path, task_name: str, error_aggregation: bool = True, **en
     prefix = tmp_path / "outputs"
     spec = PodSpec(
         name="train-worker-0",
-        task_name=task_name,
+        task_args=tuple(workload.loader_args()),
         output_prefix=prefix,
         error_aggregation=error_aggregation,
         extra_env={"AGGSIM_EVENTS_DIR": str(events), **env},
@@ -83,7 +90,7 @@ def test_sigterm_to_agent_leaves_one_recoverable_error_document(tmp_path, start_
     from flyteidl.core import errors_pb2, execution_pb2
 
     code, prefix, events, log = run_pod(
-        tmp_path, f"recoverable_{start_method}_1x2", error_aggregation, AGGSIM_SIGNAL_AGENT="SIGTERM"
+        tmp_path, workload("recoverable", start_method), error_aggregation, AGGSIM_SIGNAL_AGENT="SIGTERM"
     )
     assert code == 0, log[-3000:]
     docs = error_documents(prefix)
@@ -133,7 +140,7 @@ def assert_same_container_error(real_name, real, model_name, model):
 
 def test_upstream_task_leaves_nothing(tmp_path):
     """The incident: upstream turns SignalException into IgnoreOutputs -> exit 0, empty output prefix."""
-    code, prefix, events, log = run_pod(tmp_path, "upstream_spawn_1x2", AGGSIM_SIGNAL_AGENT="SIGTERM")
+    code, prefix, events, log = run_pod(tmp_path, workload("upstream", "spawn"), AGGSIM_SIGNAL_AGENT="SIGTERM")
     assert (events / "signal.0").exists(), "the workload never signalled its agent"
     assert code == 0, log[-3000:]
     assert uploaded_files(prefix) == []
@@ -142,7 +149,7 @@ def test_upstream_task_leaves_nothing(tmp_path):
 def test_stamp_is_signal_arrival_even_when_workers_take_3s_to_exit(tmp_path):
     """`SimpleElasticAgent.run` shuts workers down before re-raising: a stamp taken there is seconds late."""
     code, prefix, events, log = run_pod(
-        tmp_path, "recoverable_spawn_1x2", AGGSIM_SIGNAL_AGENT="SIGTERM", AGGSIM_WORKER_SHUTDOWN_SECONDS="3"
+        tmp_path, workload("recoverable", "spawn"), AGGSIM_SIGNAL_AGENT="SIGTERM", AGGSIM_WORKER_SHUTDOWN_SECONDS="3"
     )
     assert code == 0, log[-3000:]
     [(name, doc)] = error_documents(prefix)
@@ -156,7 +163,7 @@ def test_worker_value_error_stays_non_recoverable_with_the_workers_stamp(tmp_pat
     """Unchanged: ChildFailedError with a non-recoverable first failure -> NON_RECOVERABLE, its timestamp."""
     from flyteidl.core import errors_pb2, execution_pb2
 
-    code, prefix, events, log = run_pod(tmp_path, "recoverable_spawn_1x2", AGGSIM_RAISE_ON_RANK="1")
+    code, prefix, events, log = run_pod(tmp_path, workload("recoverable", "spawn"), AGGSIM_RAISE_ON_RANK="1")
     assert code == 0, log[-3000:]
     [(name, doc)] = error_documents(prefix)
     assert doc.error.kind == errors_pb2.ContainerError.NON_RECOVERABLE
@@ -181,7 +188,7 @@ def test_signal_during_first_rendezvous(tmp_path, variant):
     # nnodes=2 and only one pod: the agent hosts the rendezvous store and waits there for its peer
     spec = PodSpec(
         name="train-worker-0",
-        task_name=f"{variant}_spawn_2x1",
+        task_args=tuple(workload(variant, "spawn", "2", 1).loader_args()),
         output_prefix=prefix,
         nnodes=2,
         rendezvous_endpoint=f"localhost:{port}",
@@ -224,7 +231,7 @@ def start_two_pods(tmp_path: Path, stack: ExitStack, error_aggregation: bool = T
     specs = [
         PodSpec(
             name=name,
-            task_name="recoverable_spawn_2x1",
+            task_args=tuple(workload("recoverable", "spawn", "2", 1).loader_args()),
             output_prefix=prefix,
             nnodes=2,
             rendezvous_endpoint=f"localhost:{port}",

@@ -58,7 +58,7 @@ def test_signal_exception_becomes_recoverable_with_cause_message_and_arrival_sta
     run, sent = _agent_that_is_signalled(signal.SIGTERM, shutdown_seconds=1.0)
     launcher(run)
     with pytest.raises(FlyteRecoverableException) as raised:
-        workloads.recoverable_spawn_1x2.execute()
+        workloads.Workload("recoverable", "spawn", "1", 2).task().execute()
     caught_at = time.time()
     error = raised.value
     assert isinstance(error.__cause__, SignalException)
@@ -80,7 +80,7 @@ def test_every_signal_torch_handles_is_named(launcher, sig):
     run, _ = _agent_that_is_signalled(sig, shutdown_seconds=0.0)
     launcher(run)
     with pytest.raises(FlyteRecoverableException, match=sig.name):
-        workloads.recoverable_fork_1x2.execute()
+        workloads.Workload("recoverable", "fork", "1", 2).task().execute()
 
 
 def test_upstream_task_still_ignores_outputs(launcher):
@@ -96,7 +96,7 @@ def test_upstream_task_still_ignores_outputs(launcher):
 
     launcher(run)
     with pytest.raises(IgnoreOutputs):
-        workloads.upstream_spawn_1x2.execute()
+        workloads.Workload("upstream", "spawn", "1", 2).task().execute()
 
 
 def test_success_elsewhere_still_ignores_outputs(launcher):
@@ -107,7 +107,7 @@ def test_success_elsewhere_still_ignores_outputs(launcher):
 
     launcher(lambda *args: {1: None})  # only rank 1 lives in this pod's worker group
     with pytest.raises(IgnoreOutputs) as raised:
-        workloads.recoverable_spawn_1x2.execute()
+        workloads.Workload("recoverable", "spawn", "1", 2).task().execute()
     assert raised.value.__cause__ is None
 
 
@@ -118,7 +118,7 @@ def test_signal_handlers_are_restored_after_execute(launcher):
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)}
     launcher(lambda *args: {0: None})
     try:
-        workloads.recoverable_spawn_1x2.execute()
+        workloads.Workload("recoverable", "spawn", "1", 2).task().execute()
     except Exception:
         pass
     assert {s: signal.getsignal(s) for s in before} == before
@@ -215,7 +215,7 @@ def test_recoverable_true_first_failure_makes_the_pod_error_recoverable(tmp_path
 
     launcher(run)
     with pytest.raises(FlyteRecoverableException) as raised:
-        workloads.recoverable_spawn_1x2.execute()
+        workloads.Workload("recoverable", "spawn", "1", 2).task().execute()
     assert raised.value.timestamp == pytest.approx(whole + 0.30, abs=1e-6)
     assert raised.value.__cause__ is error
 
@@ -273,7 +273,10 @@ def test_a_worker_torch_did_not_report_is_still_the_pod_s_first_failure(tmp_path
     from plugin.task import first_failure_by_refined_stamps, with_unreported_local_failures
 
     collateral_file, collateral = _torch_recorded_failure(
-        tmp_path, monkeypatch, "Connection closed by peer. This is typically caused by a remote worker crashing", 0,
+        tmp_path,
+        monkeypatch,
+        "Connection closed by peer. This is typically caused by a remote worker crashing",
+        0,
         RuntimeError,
     )
     genuine_file, genuine = _torch_recorded_failure(tmp_path, monkeypatch, "the real problem", 1)
@@ -292,6 +295,6 @@ def test_a_worker_torch_did_not_report_is_still_the_pod_s_first_failure(tmp_path
 
     launcher(run)
     with pytest.raises(FlyteUserRuntimeException) as raised:
-        workloads.recoverable_spawn_1x2.execute()
+        workloads.Workload("recoverable", "spawn", "1", 2).task().execute()
     assert raised.value.timestamp == pytest.approx(whole + 0.30, abs=1e-6)
     assert "the real problem" in str(raised.value)

@@ -96,6 +96,17 @@ EXPECTED = {
         "seed-pr": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
         "recoverable": ("FAILED_PERMANENTLY", 1, None),  # its survivor waits 10 s: 11 rounds fail, abort
     },
+    # any job shape: a recoverable worker error, a preemption, completion, each after a checkpoint
+    "three_failures_3x1": {
+        "upstream": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),  # peers' consequences tie on whole seconds
+        "seed-pr": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
+        "recoverable": ("RETRIED_THEN_SUCCEEDED", 3, "USER:Recoverable"),
+    },
+    "three_failures_4x2": {
+        "upstream": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),  # aggregation off: the last consequence
+        "seed-pr": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
+        "recoverable": ("RETRIED_THEN_SUCCEEDED", 3, "USER:Recoverable"),
+    },
     "rounds_keep_failing": {
         "upstream": ("SUCCEEDED_SILENTLY", 1, None),
         "seed-pr": ("FAILED_PERMANENTLY", 1, None),  # the workflow is aborted: no task error at all

@@ -1,0 +1,135 @@
+"""Real runs play any job shape: the pods' task is built at run time from the scenario (a Flyte task resolver),
+not picked from a list of declared tasks; and a failed run names its first worker failure."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import SCENARIOS
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytestmark = [pytest.mark.plugin]
+
+TWO_PODS = 'plugin: RECOVERABLE job { pods: "a" pods: "b" nproc_per_node: 1 }'
+
+
+def spec_of(tmp_path, text: str):
+    from aggregation.scenario import load_scenario
+
+    path = tmp_path / "s.textproto"
+    path.write_text(text)
+    return load_scenario(str(path))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    pods=st.integers(1, 8),
+    nproc=st.integers(1, 4),
+    fork=st.booleans(),
+    variant=st.sampled_from(["UPSTREAM", "RECOVERABLE"]),
+)
+def test_every_job_shape_up_to_8_pods_of_4_workers_is_built_in_the_pod(tmp_path, pods, nproc, fork, variant):
+    """flytekit `TaskResolverMixin.load_task` (what `pyflyte-execute --resolver R -- ARGS` calls): the pod rebuilds
+    from its loader arguments a task whose Elastic configuration is the scenario's job."""
+    from flytekitplugins.kfpytorch import Elastic as UpstreamElastic
+
+    from localjob.runner import check_playable
+    from localjob.workloads import resolver
+    from plugin import Elastic as RecoverableElastic
+
+    names = " ".join(f'pods: "p{i}"' for i in range(pods))
+    method = "FORK" if fork else "SPAWN"
+    spec = spec_of(tmp_path, f"plugin: {variant} job {{ {names} nproc_per_node: {nproc} start_method: {method} }}")
+    workload = check_playable(spec)
+    task = resolver.load_task(workload.loader_args())  # what the pod does with its command line
+    config = task.task_config
+    assert type(config) is (RecoverableElastic if variant == "RECOVERABLE" else UpstreamElastic)
+    assert (config.nnodes, config.nproc_per_node) == (pods, nproc)
+    assert config.start_method == ("fork" if fork else "spawn")
+    assert config.max_restarts == 0
+
+
+@pytest.mark.parametrize(
+    "job, field",
+    [
+        (" ".join(f'pods: "p{i}"' for i in range(9)) + " nproc_per_node: 1", "job.pods"),
+        ('pods: "a" nproc_per_node: 5', "job.nproc_per_node"),
+    ],
+)
+def test_a_shape_beyond_a_local_job_is_refused_naming_the_field(tmp_path, job, field):
+    from localjob.realpods import LocalJobError
+    from localjob.runner import check_playable
+
+    with pytest.raises(LocalJobError, match=field) as refused:
+        check_playable(spec_of(tmp_path, f"plugin: RECOVERABLE job {{ {job} }}"))
+    assert "\n" not in str(refused.value)
+
+
+def test_the_rendezvous_store_lives_in_worker_0_s_agent(tmp_path, monkeypatch):
+    """training-operator v1.8 `pytorch/envvar.go`: PET_RDZV_ENDPOINT names worker 0, so its agent hosts the c10d
+    store (torch `c10d_rendezvous_backend._create_tcp_store`); on one host every pod would match, so it is said."""
+    from localjob.workloads import Workload
+
+    workload = Workload("recoverable", "spawn", "2", 1)
+    monkeypatch.setenv("AGGSIM_RDZV_IS_HOST", "1")
+    assert workload.task().task_config.rdzv_configs["is_host"] is True
+    monkeypatch.setenv("AGGSIM_RDZV_IS_HOST", "0")
+    assert workload.task().task_config.rdzv_configs["is_host"] is False
+
+
+GLOG = "E1201 02:35:{s} 18283 torch/distributed/elastic/multiprocessing/api.py:836] "
+
+
+def torch_log(seconds: str, lines: list[str]) -> str:
+    return "\n".join(GLOG.format(s=seconds) + line for line in lines) + "\n"
+
+
+def test_the_first_worker_failure_is_the_earliest_traceback_s_own_exception(tmp_path):
+    """torch `multiprocessing/api.py` logs a spawned worker's traceback after its ProcessRaisedException wrapper:
+    the last exception line of the record is what the worker raised; of all pods, the earliest record wins."""
+    from localjob.evidence import first_worker_failure
+
+    work = tmp_path / "attempt-0" / "work"
+    work.mkdir(parents=True)
+    wrapper = ["Traceback (most recent call last):", '  File "spawn.py", line 211, in join', "    raise X"]
+    (work / "train-worker-0.log").write_text(
+        torch_log(
+            "23.500000",
+            [*wrapper, "torch.multiprocessing.spawn.ProcessRaisedException: ", "", "-- Process 0 terminated with:"]
+            + ["Traceback (most recent call last):", "RuntimeError: Connection closed by peer"],
+        )
+    )
+    (work / "train-worker-1.log").write_text(
+        '{"message": "not torch"}\n'
+        + torch_log(
+            "22.107000",
+            [*wrapper, "torch.multiprocessing.spawn.ProcessRaisedException: ", "-- Process 0 terminated with:"]
+            + ["Traceback (most recent call last):", "ValueError: bad batch 17", "  "],
+        )
+    )
+    failure = first_worker_failure(tmp_path)
+    assert (failure.attempt, failure.pod, failure.line) == (0, "train-worker-1", "ValueError: bad batch 17")
+    assert failure.describe() == "attempt 0, train-worker-1 at 02:35:22.107: ValueError: bad batch 17"
+    assert first_worker_failure(tmp_path, attempt=1) is None
+
+
+@pytest.mark.real
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("scenario", ["three_failures_3x1", "three_failures_4x2"])
+def test_a_recoverable_worker_error_a_preemption_and_checkpoints_on_3x1_and_4x2(tmp_path, scenario):
+    """The issue's shapes: three pods of one worker and four pods of two, each meeting a recoverable worker error,
+    then a preemption, then completion; the real pods agree with the simulator field for field."""
+    from aggregation.record import compare, execution_to_proto
+    from aggregation.scenario import load_scenario
+    from aggregation.simulate import simulate
+    from localjob.runner import run_local
+
+    spec = load_scenario(str(SCENARIOS / f"{scenario}.textproto"))
+    real = execution_to_proto(run_local(spec, tmp_path / "run"))
+    differences = [d for d in compare(execution_to_proto(simulate(spec)), real) if d[1] != d[2]]
+    assert differences == [], differences
+    first, second, third = real.attempts
+    assert first.error.code == "USER:Recoverable" and first.error.worker in ("train-worker-1", "")
+    assert first.decision == second.decision == "RETRY" and third.decision == "SUCCEED"
+    assert second.resumed_from_checkpoint and third.resumed_from_checkpoint
