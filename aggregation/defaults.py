@@ -30,7 +30,9 @@ MAX_PAYLOAD_BYTES = MAX_DOWNLOAD_MBS * 1024 * 1024
 
 # --- Kubernetes and torch elastic ----------------------------------------------------------------------------------
 TERMINATION_GRACE_SECONDS = 30.0  # Kubernetes terminationGracePeriodSeconds
-JOIN_TIMEOUT_SECONDS = 600.0  # torch.distributed.elastic rendezvous join_timeout
+# rdzv_configs["join_timeout"] as flytekit's Elastic sets it (flytekitplugins-kfpytorch 1.16 `Elastic.rdzv_configs`
+# default {"timeout": 900, "join_timeout": 900}); torch's own default (600) never applies to a Flyte task
+JOIN_TIMEOUT_SECONDS = 900.0
 
 # --- pod timings (measured on this machine with real pods; scenarios override them) -------------------------------
 RENDEZVOUS_SECONDS = 2.0

@@ -153,6 +153,7 @@ class Pod:
         self.group = group
         self.offset = timing.clock_offset  # this node's clock minus true time: every stamp it writes
         self.state = PodState.STARTING
+        self.restarts_left = timing.restarts  # torch elastic's remaining_restarts, this agent's own
         self._course: list[Scheduled] = []  # reactions that a change of course cancels
         self.clock.at(timing.rendezvous, self._rendezvous_done)
 
@@ -175,6 +176,7 @@ class Pod:
         self._change_course(PodState.EXITED)
         self._log(What.EXIT, exit_code=code, reason=why)
         self.world.pod_exited(self.name, code)
+        self.group.exited(self)
 
     def _finish(self, error: Optional[ErrorRecord], outputs: bool = False) -> None:
         """The entrypoint writes and uploads (if anything), then exits 0."""
@@ -276,6 +278,13 @@ class Pod:
         self._later(self.timing.detection, lambda: self._on_child_failed(record))
 
     def _on_child_failed(self, record: ErrorRecord) -> None:
+        if self.restarts_left > 0:
+            # torch `SimpleElasticAgent._invoke_run`: a FAILED worker group with restarts left is restarted, through
+            # a new rendezvous round, instead of failing the agent (and the pod)
+            self.restarts_left -= 1
+            self._log(What.RESTARTS_WORKERS, count=self.restarts_left)
+            self._wait_in_rendezvous("for the next round")
+            return
         self._log(What.AGENT_RAISES)
         if not record.genuine and self.plugin.collateral_recoverable:
             self._collateral()
@@ -311,7 +320,8 @@ class Pod:
             return
         if self.state is not PodState.TRAINING:
             return
-        if self.timing.peer_failure_after is None:
+        if self.timing.peer_failure_after is None:  # the scenario's shortcut: failure and restart in one step
+            self.restarts_left = max(0, self.restarts_left - 1)
             self._wait_in_rendezvous("workers failed from the peer's death; the agent restarts them")
             return
         recoverable = self.timing.peer_failure_recoverable
@@ -324,18 +334,31 @@ class Pod:
         self._change_course(PodState.WAITING)
         self._log(What.WAITS_IN_RENDEZVOUS, reason=why)
         self._later(self.timing.join_timeout, self._rendezvous_timeout)
+        self.group.joined(self)
 
     def _rendezvous_timeout(self) -> None:
         self._log(What.RENDEZVOUS_TIMEOUT)
+        self._rendezvous_failed("RendezvousTimeoutError")
+
+    def rendezvous_lost(self, host: str) -> None:
+        """The agent that hosts the c10d store has exited: this pod's rendezvous fails at once (torch
+        `c10d_rendezvous_backend`: RendezvousConnectionError), instead of waiting for its join timeout."""
+        if self.state is PodState.WAITING:
+            self._log(What.RENDEZVOUS_LOST, reason=host)
+            self._rendezvous_failed("RendezvousConnectionError")
+
+    def _rendezvous_failed(self, error: str) -> None:
         if self.plugin.collateral_recoverable:  # the peer it waited for is gone: a consequence, too
             self._collateral()
             return
         self._change_course(PodState.STOPPING)
-        self._finish(
-            ErrorRecord(
-                CODE_RENDEZVOUS_TIMEOUT, False, self.clock.now + self.offset, self.worker_name, "RendezvousTimeoutError"
-            )
-        )
+        self._finish(ErrorRecord(CODE_RENDEZVOUS_TIMEOUT, False, self.clock.now + self.offset, self.worker_name, error))
+
+    def restarted(self) -> None:
+        """The rendezvous round completed with every pod: a new worker group trains."""
+        if self.state is PodState.WAITING:
+            self._change_course(PodState.TRAINING)
+            self._log(What.RENDEZVOUS_DONE, reason="workers restarted")
 
     def complete(self) -> None:
         """Training finished: rank 0 returns the outputs, the others raise IgnoreOutputs."""
@@ -429,6 +452,36 @@ class SimulatedPods:
         """Nothing to reap: simulated pods end with the clock."""
 
     # --- between simulated pods ---------------------------------------------------------------------
+    @property
+    def store_host(self) -> Pod:
+        """The pod whose agent hosts the c10d rendezvous store: worker 0, which PET_RDZV_ENDPOINT names."""
+        return self.pods[self.spec.pods[0]]
+
+    def joined(self, pod: Pod) -> None:
+        """A pod entered a rendezvous round. Without the store it fails; with every pod of the job waiting (the
+        job's size is fixed: min = max = its pods) the round completes after a rendezvous's time."""
+        host = self.store_host
+        if host.state is PodState.EXITED:
+            pod.clock.at(pod.clock.now, lambda: pod.rendezvous_lost(host.name))
+            return
+        pods = list(self.pods.values())
+        if all(p.state is PodState.WAITING for p in pods):
+            done = pod.clock.now + max(p.timing.rendezvous for p in pods)
+
+            def round_complete() -> None:
+                if all(p.state is PodState.WAITING for p in pods):
+                    self.collective_broken = False  # a new process group
+                    for p in pods:
+                        p.restarted()
+
+            pod.clock.at(done, round_complete)
+
+    def exited(self, pod: Pod) -> None:
+        if pod is self.store_host:
+            for other in self.pods.values():
+                if other.state is PodState.WAITING:
+                    other.rendezvous_lost(pod.name)
+
     def peer_died(self, pod: Pod, at: float) -> None:
         # One process group spans every pod: the first death breaks it for everyone; later deaths change nothing.
         if self.collective_broken:

@@ -49,6 +49,7 @@ class PodTiming:
     peer_failure_after: Optional[float] = defaults.PEER_FAILURE_SECONDS  # None: wait in rendezvous instead
     peer_failure_recoverable: bool = False
     join_timeout: float = defaults.JOIN_TIMEOUT_SECONDS
+    restarts: int = 0  # worker-group restarts this pod's agent has left (job.max_restarts; >= 1 if it waits)
     clock_offset: float = 0.0  # this node's clock minus true time: shifts the stamps it writes, not its actions
 
 
@@ -85,6 +86,8 @@ class ScenarioSpec:
     plugin: PluginVariant
     propeller: PropellerConfig = PropellerConfig()  # budgets and limits: the scenario's, or the deployment's
     round_retry: float = defaults.ROUND_RETRY_SECONDS
+    max_restarts: int = 0  # torch elastic: worker-group restarts each pod's agent may make
+    join_timeout: float = defaults.JOIN_TIMEOUT_SECONDS  # a re-entered rendezvous fails after this
     timings: dict[str, PodTiming] = field(default_factory=dict)
     attempts: tuple[tuple[SimEvent, ...], ...] = ()
     seed: int = 0
@@ -134,9 +137,10 @@ def _timing(base: PodTiming, message: pb.PodTimings) -> PodTiming:
         values["peer_failure_recoverable"] = reaction.fail.recoverable
     elif which == "wait_in_rendezvous":
         values["peer_failure_after"] = None
+        values["restarts"] = max(base.restarts, 1)  # waiting in rendezvous is what an agent with restarts left does
         wait = reaction.wait_in_rendezvous
         values["join_timeout"] = (
-            wait.timeout_seconds if wait.HasField("timeout_seconds") else defaults.JOIN_TIMEOUT_SECONDS
+            wait.timeout_seconds if wait.HasField("timeout_seconds") else base.join_timeout
         )
     return replace(base, **values)
 
@@ -317,6 +321,16 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
             where.line_of(rf'pods:\s*"{re.escape(duplicate)}"', 1), "job.pods", f"duplicate pod {duplicate!r}"
         )
 
+    for replicas in ("min_replicas", "max_replicas"):
+        value = getattr(job, replicas)
+        if value and value != len(pods):
+            raise where.error(
+                where.line_of(rf"\b{replicas}\b"),
+                f"job.{replicas}",
+                f"{value} differs from the {len(pods)} pods listed: the model plays a job of fixed size "
+                "(torch elastic's min = max nodes = the pods), not one that shrinks or grows",
+            )
+
     if plugin_override is not None:
         if plugin_override not in set(PluginVariant):
             names = ", ".join(v.value for v in PluginVariant)
@@ -363,7 +377,8 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
                 "timings.clock_offset_seconds",
                 f"must be within +-{defaults.MAX_CLOCK_OFFSET_SECONDS:g} s, got {offset}",
             )
-    base = _timing(PodTiming(), message.timings)
+    join_timeout = job.join_timeout_seconds if job.HasField("join_timeout_seconds") else defaults.JOIN_TIMEOUT_SECONDS
+    base = _timing(PodTiming(join_timeout=join_timeout, restarts=job.max_restarts), message.timings)
     timings = {pod: base for pod in pods}
     for index, override in enumerate(message.pod_timings):
         if override.pod not in timings:
@@ -441,6 +456,8 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         round_retry=propeller.round_retry_seconds
         if propeller.HasField("round_retry_seconds")
         else defaults.ROUND_RETRY_SECONDS,
+        max_restarts=job.max_restarts,
+        join_timeout=join_timeout,
         timings=timings,
         attempts=tuple(attempts),
         seed=message.seed,

@@ -16,6 +16,8 @@ class What(NamedEnum):
     RESUMED = "resumed"  # rank 0 read the previous attempt's checkpoint
     WAITS_IN_RENDEZVOUS = "waits_in_rendezvous"
     RENDEZVOUS_TIMEOUT = "rendezvous_timeout"
+    RENDEZVOUS_LOST = "rendezvous_lost"  # the agent hosting the rendezvous store is gone
+    RESTARTS_WORKERS = "restarts_workers"  # torch elastic max_restarts: the agent restarts its worker group
     CHECKPOINT = "checkpoint"
     TRAINING_COMPLETE = "training_complete"
     SIGTERM = "sigterm"
@@ -64,6 +66,8 @@ class Event(NamedTuple):
         w = What
         what = self.what
         if what is w.RENDEZVOUS_DONE:
+            if self.reason:
+                return f"rendezvous done, workers started ({self.reason})"
             return "rendezvous done, workers started (signal handlers installed)"
         if what is w.RESUMED:
             return f"resumed from checkpoint step {self.count}" if self.count is not None else "resumed from checkpoint"
@@ -71,6 +75,10 @@ class Event(NamedTuple):
             return f"waits in rendezvous ({self.reason})"
         if what is w.RENDEZVOUS_TIMEOUT:
             return "RendezvousTimeoutError"
+        if what is w.RENDEZVOUS_LOST:
+            return f"RendezvousConnectionError: the store in {self.reason}'s agent is gone"
+        if what is w.RESTARTS_WORKERS:
+            return f"agent restarts its workers ({self.count} restart(s) left) and re-enters the rendezvous"
         if what is w.CHECKPOINT:
             return "writes a checkpoint"
         if what is w.TRAINING_COMPLETE:

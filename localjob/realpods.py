@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -132,10 +133,13 @@ class RealPods:
         self._write_commands()
         port = free_port()
         for pod in spec.pods:
-            shutdown = spec.timings[pod].shutdown
+            timing = spec.timings[pod]
+            shutdown = timing.shutdown
+            # restarts and join timeout are each agent's own: a pod the scenario says has restarts left gets them
+            workload = replace(self.workload, max_restarts=timing.restarts, join_timeout=timing.join_timeout)
             pod_spec = PodSpec(
                 name=pod,
-                task_args=tuple(self.workload.loader_args()),
+                task_args=tuple(workload.loader_args()),
                 output_prefix=self.prefix,
                 error_aggregation=spec.error_aggregation,
                 nnodes=len(spec.pods),

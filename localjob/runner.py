@@ -65,7 +65,14 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Wo
                     "(a signal cannot be aimed at the inside of os.fork())"
                 )
     method = start_method or ("fork" if spec.fork else "spawn")
-    return Workload(spec.plugin.value, method, str(len(spec.pods)), nproc)
+    return Workload(
+        spec.plugin.value,
+        method,
+        str(len(spec.pods)),
+        nproc,
+        max_restarts=spec.max_restarts,
+        join_timeout=spec.join_timeout,
+    )
 
 
 def run_local(spec: ScenarioSpec, work_dir: Path, start_method: Optional[str] = None) -> Execution:

@@ -145,3 +145,39 @@ def test_aggregation_off_a_preemption_retries_with_the_preempted_node_s_clock_sk
         assert skew == pytest.approx(offset, abs=0.15)
     else:  # before the timebase's anchor (the SIGTERM) scenario time is compressed: only the sign is exact
         assert skew < 0
+
+
+@pytest.mark.slow
+def test_torch_restarts_a_worker_group_and_training_completes(tmp_path):
+    """max_restarts 1 for real: the genuine error is absorbed by a new rendezvous round, no file is written."""
+    real = conform("worker_error_restarted", "recoverable", tmp_path)
+    [attempt] = real.attempts
+    assert attempt.decision == "SUCCEED" and not attempt.HasField("error")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plugin", ["upstream", "recoverable"])
+def test_a_survivor_with_restarts_waits_for_its_lost_peer(tmp_path, plugin):
+    """The survivor re-enters the rendezvous and times out after join_timeout (20 s), past the verdict."""
+    real = conform("survivor_waits_for_a_lost_peer", plugin, tmp_path)
+    assert real.attempts[0].decision == ("SUCCEED" if plugin == "upstream" else "RETRY")
+
+
+@pytest.mark.slow
+def test_the_store_host_s_preemption_fails_the_survivor_s_rendezvous_at_once(tmp_path):
+    """Worker 0's agent hosts the c10d store: once it exits, the waiting survivor fails (RendezvousConnectionError)
+    well before its join timeout, and the recoverable plugin leaves the preempted pod's report standing."""
+    from aggregation.record import compare, execution_to_proto
+    from aggregation.scenario import parse_scenario_source
+    from aggregation.simulate import simulate
+    from localjob.runner import run_local
+
+    text = (SCENARIOS / "survivor_waits_for_a_lost_peer.textproto").read_text()
+    text = text.replace('pod: "train-worker-1" preemption', 'pod: "train-worker-0" preemption')
+    spec = parse_scenario_source(text, "host_preempted.textproto").spec("recoverable")
+    real = execution_to_proto(run_local(spec, tmp_path / "run"))
+    differences = [d for d in compare(execution_to_proto(simulate(spec)), real) if d[1] != d[2]]
+    assert differences == [], differences
+    first = real.attempts[0]
+    survivor_exit = next(p.exited_at for p in first.pods if p.pod == "train-worker-1")
+    assert first.decision == "RETRY" and survivor_exit < 10 + 20  # well inside the join timeout

@@ -280,3 +280,14 @@ def test_a_work_dir_that_cannot_be_made_is_one_line(tmp_path, where):
         pytest.skip("root writes anywhere")
     one_line_error(run("run-local", PREEMPTION, "--work-dir", target), "--work-dir")
 
+
+
+def test_a_job_that_would_shrink_or_grow_is_refused_naming_the_field(tmp_path):
+    """Elastic membership (min < max nodes) is not modelled: a scenario asking for it is refused, not simulated as
+    a fixed-size job."""
+    path = tmp_path / "elastic.textproto"
+    path.write_text('plugin: RECOVERABLE job { pods: "a" pods: "b" pods: "c" min_replicas: 2 max_replicas: 3 }')
+    result = subprocess.run([AGGSIM, "simulate", str(path)], capture_output=True, text=True)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().endswith("not one that shrinks or grows")
+    assert "job.min_replicas" in result.stderr and result.stderr.count("\n") == 1

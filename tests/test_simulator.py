@@ -107,6 +107,17 @@ EXPECTED = {
         "seed-pr": ("FAILED_PERMANENTLY", 1, "USER:RuntimeError"),
         "recoverable": ("RETRIED_THEN_SUCCEEDED", 3, "USER:Recoverable"),
     },
+    # torch elastic max_restarts: a worker error absorbed by a restart; a survivor waiting for a lost peer
+    "worker_error_restarted": {
+        "upstream": ("SUCCEEDED", 1, None),
+        "seed-pr": ("SUCCEEDED", 1, None),
+        "recoverable": ("SUCCEEDED", 1, None),
+    },
+    "survivor_waits_for_a_lost_peer": {
+        "upstream": ("SUCCEEDED_SILENTLY", 1, None),  # the survivor's timeout comes 20 s after the verdict
+        "seed-pr": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),
+        "recoverable": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),
+    },
     "rounds_keep_failing": {
         "upstream": ("SUCCEEDED_SILENTLY", 1, None),
         "seed-pr": ("FAILED_PERMANENTLY", 1, None),  # the workflow is aborted: no task error at all
@@ -193,12 +204,13 @@ task { retries: 1 training_seconds: 100 }
 propeller { error_aggregation: true observation_delay_seconds: %(delay)s }
 timings { %(timings)s }
 attempts { %(events)s }
+%(extra)s
 """
 
 
-def scenario(events="", job="", timings="", delay=10, plugin=None):
+def scenario(events="", job="", timings="", delay=10, plugin=None, extra=""):
     return parse_scenario(
-        BASE % {"events": events, "job": job, "timings": timings, "delay": delay}, "t.textproto", plugin
+        BASE % {"events": events, "job": job, "timings": timings, "delay": delay, "extra": extra}, "t.textproto", plugin
     )
 
 
@@ -233,7 +245,9 @@ def test_non_elastic_job_succeeds_only_with_its_master():
 def test_clean_pod_policy_running_sigterms_the_rest():
     events = 'events { at_seconds: 30 pod: "a" worker_error {} }'
     spec = scenario(
-        events, job="clean_pod_policy: CLEAN_POD_POLICY_RUNNING", timings="on_peer_death { wait_in_rendezvous {} }"
+        events,
+        job="clean_pod_policy: CLEAN_POD_POLICY_RUNNING",
+        extra='pod_timings { pod: "b" timings { on_peer_death { wait_in_rendezvous {} } } }',
     )
     timeline = simulate(spec).attempts[0].timeline
     assert any(e.what is What.DELETES_POD and e.target == "b" and e.reason == "Running" for e in timeline)
@@ -542,3 +556,60 @@ def test_the_demo_sweep_holds_for_the_recoverable_plugin_under_both_readers_and_
         assert result.exhaustive
         for cell in result.cells:
             assert cell.counts[good] == cell.total and cell.masked == 0, (name, cell.aggregation, cell.counts)
+
+
+# --- torch elastic's restarts (torch 2.13 `torch/distributed/elastic/agent/server/api.py`
+#     `SimpleElasticAgent._invoke_run`, `rendezvous/dynamic_rendezvous.py`, `rendezvous/c10d_rendezvous_backend.py`)
+
+RESTARTS = '''
+plugin: UPSTREAM
+job { pods: "a" pods: "b" nproc_per_node: 1 max_restarts: %(restarts)s join_timeout_seconds: 20 }
+task { retries: 1 training_seconds: 100 outputs_declared: true }
+propeller { error_aggregation: true observation_delay_seconds: 1 }
+attempts { %(events)s }
+'''
+
+
+def restarts_scenario(events: str, restarts: int = 1):
+    return parse_scenario(RESTARTS % {"events": events, "restarts": restarts}, "t.textproto")
+
+
+def test_a_failed_worker_group_with_restarts_left_is_restarted_not_reported():
+    """`_invoke_run`: FAILED with `_remaining_restarts > 0` -> `_restart_workers` (one restart used), a new
+    rendezvous round with every node, training goes on; nothing is uploaded and the job completes."""
+    events = 'events { at_seconds: 10 pod: "b" worker_error {} } events { at_seconds: 40 completion {} }'
+    spec = restarts_scenario(events)
+    attempt = simulate(spec).attempts[0]
+    restarts = [e for e in attempt.timeline if e.what is What.RESTARTS_WORKERS]
+    assert sorted(e.actor for e in restarts) == ["a", "b"] and all(e.count == 0 for e in restarts)
+    assert [u.name for u in attempt.uploads] == ["outputs.pb"]
+    assert attempt.decision.decision.value == "SUCCEED"
+
+
+def test_a_second_failure_after_the_last_restart_fails_the_pods():
+    """`_invoke_run`: no restarts left -> the agent stops its workers and the run fails (ChildFailedError)."""
+    events = 'events { at_seconds: 10 pod: "b" worker_error {} } events { at_seconds: 30 pod: "b" worker_error {} }'
+    attempt = simulate(restarts_scenario(events)).attempts[0]
+    assert attempt.decision.decision.value == "FAIL"
+    assert any(e.what is What.AGENT_RAISES and e.actor == "b" for e in attempt.timeline)
+    assert simulate(restarts_scenario(events, restarts=2)).attempts[0].decision.decision.value == "SUCCEED"
+
+
+def test_a_survivor_waits_for_a_lost_peer_until_the_join_timeout():
+    """`DynamicRendezvousHandler.next_rendezvous`: the round needs min_nodes (= the job's pods) and the preempted
+    pod never returns, so RendezvousTimeoutError after join_timeout (rdzv_configs, 20 s here)."""
+    attempt = simulate(restarts_scenario('events { at_seconds: 10 pod: "b" preemption {} }')).attempts[0]
+    waits = next(e for e in attempt.timeline if e.what is What.WAITS_IN_RENDEZVOUS and e.actor == "a")
+    timeout = next(e for e in attempt.timeline if e.what is What.RENDEZVOUS_TIMEOUT)
+    assert timeout.actor == "a" and timeout.at == pytest.approx(waits.at + 20)
+
+
+def test_the_store_host_s_exit_fails_a_waiting_rendezvous_at_once():
+    """`c10d_rendezvous_backend`: the store lives in worker 0's agent (PET_RDZV_ENDPOINT names it); when that
+    process is gone the survivor's rendezvous fails with RendezvousConnectionError, not after join_timeout."""
+    attempt = simulate(restarts_scenario('events { at_seconds: 10 pod: "a" preemption {} }')).attempts[0]
+    lost = next(e for e in attempt.timeline if e.what is What.RENDEZVOUS_LOST)
+    host_exit = next(e for e in attempt.timeline if e.what is What.EXIT and e.actor == "a")
+    b_waits = next(e for e in attempt.timeline if e.what is What.WAITS_IN_RENDEZVOUS and e.actor == "b")
+    assert lost.actor == "b" and lost.at == pytest.approx(max(host_exit.at, b_waits.at))
+    assert not any(e.what is What.RENDEZVOUS_TIMEOUT for e in attempt.timeline)
