@@ -7,6 +7,7 @@ directory on `sys.path`).
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -60,11 +61,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-POD_MARK = b"FLYTE_INTERNAL_EXECUTION_PROJECT=aggsim"  # every local pod's environment holds it, as do its workers
+# Every process this test session starts inherits this variable (a local pod's environment is the caller's, plus
+# Flyte's), so the check below finds this session's pods and never another session's.
+os.environ["AGGSIM_TEST_SESSION"] = str(os.getpid())
+POD_MARK = f"AGGSIM_TEST_SESSION={os.getpid()}".encode()
 
 
 def pod_processes() -> list[tuple[int, str]]:
-    """Live processes of a local pod (pyflyte-execute, its agent, its workers): (pid, command line)."""
+    """Live processes this session started (pods, agents, workers, CLI runs): (pid, command line)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -75,7 +79,8 @@ def pod_processes() -> list[tuple[int, str]]:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        found.append((int(proc.name), cmdline[:160]))
+        if int(proc.name) != os.getpid():
+            found.append((int(proc.name), cmdline[:160]))
     return found
 
 
@@ -86,7 +91,6 @@ def no_pod_outlives_a_real_test(request):
     yield
     if "real" not in request.keywords:
         return
-    import os
     import signal
     import time
 

@@ -1,0 +1,64 @@
+"""Races: the verdicts a scenario can have when its timings move a little.
+
+Real pods never run on the scenario's exact timings: a signal lands a few milliseconds late, an agent notices
+a failure on its next monitor tick. A scenario whose verdict changes when its times move by up to
+`JITTER_SECONDS` is a race, and a real run of it may end in any verdict of that neighbourhood; a scenario whose
+neighbourhood has one verdict must be matched field for field.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import replace
+
+from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
+from aggregation.record import execution_to_proto, verdict_fields
+from aggregation.scenario import ScenarioSpec
+from aggregation.simulate import simulate
+
+JITTER_SECONDS = 0.3
+SAMPLES = 64
+
+
+def verdict_key(record: pb.Execution) -> tuple:
+    """The verdict fields (`record.verdict_fields`) as one hashable value."""
+    return tuple(sorted(verdict_fields(record).items()))
+
+
+def _moved(value: float, rng: random.Random) -> float:
+    return max(0.0, value + rng.uniform(-JITTER_SECONDS, JITTER_SECONDS))
+
+
+def jittered(spec: ScenarioSpec, rng: random.Random) -> ScenarioSpec:
+    """`spec` with every event's time and every pod's phase durations moved independently by up to the jitter
+    (events keep the order the file gives those at the same instant; none moves past the end of training)."""
+    timings = {}
+    for pod, timing in spec.timings.items():
+        peer = timing.peer_failure_after
+        timings[pod] = replace(
+            timing,
+            shutdown=_moved(timing.shutdown, rng),
+            upload=_moved(timing.upload, rng),
+            detection=_moved(timing.detection, rng),
+            peer_failure_after=None if peer is None else _moved(peer, rng),
+        )
+    attempts = []
+    for events in spec.attempts:
+        moved = []
+        for event in events:
+            at = _moved(event.at, rng)
+            if event.kind not in ("completion", "storage_outage", "truncated_upload"):
+                at = min(at, spec.training_seconds)
+            moved.append(replace(event, at=at))
+        attempts.append(tuple(sorted(moved, key=lambda e: e.at)))
+    return replace(spec, timings=timings, attempts=tuple(attempts))
+
+
+def neighbourhood(spec: ScenarioSpec, samples: int = SAMPLES, seed: int = 0) -> Counter:
+    """verdict key -> how many of the scenario and its `samples` jittered copies end with it."""
+    rng = random.Random(seed)
+    outcomes = Counter({verdict_key(execution_to_proto(simulate(spec))): 1})
+    for _ in range(samples):
+        outcomes[verdict_key(execution_to_proto(simulate(jittered(spec, rng))))] += 1
+    return outcomes

@@ -1,0 +1,153 @@
+"""Hypothesis strategies for `aggsim.v1.Scenario`: valid scenarios nobody chose, for property tests.
+
+    from hypothesis import given
+    from aggregation.strategies import scenarios, spec_of
+    from aggregation.simulate import simulate
+
+    @given(scenarios(plugins=("recoverable",), aggregation=False))
+    def test_my_claim(message):
+        execution = simulate(spec_of(message))
+        ...
+
+Every scenario drawn loads without a `ScenarioError`: job shapes (1-8 pods x 1-4 workers, spawn or fork,
+restarts, cleanup policy, grace period), the plugin, the aggregation flag, propeller's settings, pod timings
+(per-pod overrides, clock offsets, the reaction to a peer's death) and up to `max_attempts` attempts of timed
+events of every kind. `playable=True` draws only what `aggsim run-local` plays for real (no storage faults,
+no signal aimed inside os.fork(), no seed-pr variant, a shape this machine runs in reasonable time, events
+after the first rendezvous). Needs hypothesis (the `test` extra).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from google.protobuf import text_format
+from hypothesis import strategies as st
+
+from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
+from aggregation.scenario import ScenarioSource, ScenarioSpec
+
+PLUGINS = {"upstream": pb.UPSTREAM, "seed-pr": pb.SEED_PR, "recoverable": pb.RECOVERABLE}
+#: what a worker raises; none reads like a peer's loss (the real plugin would call that a consequence)
+MESSAGES = ("ValueError: bad batch", "CUDA out of memory", "KeyError: 'labels'", "")
+PLAYABLE_KINDS = ("preemption", "worker_error", "checkpoint", "completion")
+ALL_KINDS = (*PLAYABLE_KINDS, "storage_outage", "truncated_upload")
+
+
+def _seconds(low: float, high: float) -> st.SearchStrategy[float]:
+    """Times on a millisecond grid: readable in a failing example, and what a textproto round-trips exactly."""
+    return st.integers(round(low * 1000), round(high * 1000)).map(lambda ms: ms / 1000)
+
+
+@st.composite
+def _timings(draw, playable: bool) -> pb.PodTimings:
+    timings = pb.PodTimings()
+    if draw(st.booleans()):
+        timings.agent_shutdown_seconds = draw(_seconds(0.01, 0.4 if playable else 8.0))
+    if not playable:  # real pods take their own time for these; a scenario cannot make them slower
+        if draw(st.booleans()):
+            timings.upload_seconds = draw(_seconds(0.001, 3.0))
+        if draw(st.booleans()):
+            timings.failure_detection_seconds = draw(_seconds(0.1, 7.0))
+        if draw(st.booleans()):
+            timings.rendezvous_seconds = draw(_seconds(0.5, 5.0))
+        reaction = draw(st.sampled_from(["default", "fail", "wait"]))
+        if reaction == "fail":
+            timings.on_peer_death.fail.after_seconds = draw(_seconds(0.01, 1.0))
+            timings.on_peer_death.fail.recoverable = draw(st.booleans())
+        elif reaction == "wait":
+            timings.on_peer_death.wait_in_rendezvous.timeout_seconds = draw(_seconds(5.0, 60.0))
+    return timings
+
+
+@st.composite
+def _event(draw, pods: Sequence[str], playable: bool, fork: bool, start: float, end: float) -> pb.Event:
+    kinds = PLAYABLE_KINDS if playable else ALL_KINDS
+    kind = draw(st.sampled_from(kinds))
+    event = pb.Event(at_seconds=draw(_seconds(start, end)))
+    if kind == "preemption":
+        event.pod = draw(st.sampled_from(list(pods)))
+        event.preemption.lands_during_fork = fork and not playable and draw(st.booleans())
+    elif kind == "worker_error":
+        event.pod = draw(st.sampled_from(list(pods)))
+        event.worker_error.recoverable = draw(st.booleans())
+        event.worker_error.message = draw(st.sampled_from(MESSAGES))
+    elif kind == "checkpoint":
+        event.checkpoint.SetInParent()
+    elif kind == "completion":
+        event.completion.SetInParent()
+    elif kind == "storage_outage":
+        event.storage_outage.duration_seconds = draw(_seconds(0.1, 5.0))
+    else:
+        event.pod = draw(st.sampled_from(list(pods)))
+        event.truncated_upload.keep_bytes = draw(st.integers(0, 64))
+    return event
+
+
+@st.composite
+def scenarios(
+    draw,
+    *,
+    plugins: Sequence[str] = tuple(PLUGINS),
+    aggregation: Optional[bool] = None,
+    max_pods: int = 8,
+    max_nproc: int = 4,
+    max_attempts: int = 3,
+    max_events: int = 4,
+    playable: bool = False,
+) -> pb.Scenario:
+    """A valid `aggsim.v1.Scenario` message. `aggregation` None draws the flag; `playable` keeps to what real pods
+    play (and caps the job at `max_pods` x `max_nproc`, whose defaults are then 3 x 2)."""
+    if playable:
+        plugins = [p for p in plugins if p != "seed-pr"]
+        max_pods, max_nproc = min(max_pods, 3), min(max_nproc, 2)
+    message = pb.Scenario(name="generated", seed=draw(st.integers(0, 2**32)))
+    message.plugin = PLUGINS[draw(st.sampled_from(list(plugins)))]
+
+    job = message.job
+    pods = [f"train-worker-{i}" for i in range(draw(st.integers(1, max_pods)))]
+    job.pods.extend(pods)
+    job.nproc_per_node = draw(st.integers(1, max_nproc))
+    fork = draw(st.booleans())
+    job.start_method = pb.FORK if fork else pb.SPAWN
+    job.clean_pod_policy = draw(st.sampled_from([pb.CLEAN_POD_POLICY_NONE, pb.CLEAN_POD_POLICY_RUNNING,
+                                                 pb.CLEAN_POD_POLICY_ALL]))  # fmt: skip
+    job.max_restarts = draw(st.integers(0, 2))
+    if job.max_restarts:
+        job.join_timeout_seconds = draw(_seconds(5.0, 60.0))
+    if not playable and draw(st.booleans()):
+        job.termination_grace_period_seconds = draw(_seconds(1.0, 30.0))
+
+    task = message.task
+    task.retries = draw(st.integers(0, 3))
+    task.outputs_declared = draw(st.booleans())
+    task.interruptible = draw(st.booleans())
+    # real attempts without a completion train that long on the wall clock: keep a playable sample quick
+    task.training_seconds = draw(_seconds(20.0, 40.0 if playable else 120.0))
+
+    propeller = message.propeller
+    propeller.error_aggregation = draw(st.booleans()) if aggregation is None else aggregation
+    propeller.observation_delay_seconds = draw(_seconds(0.0, 10.0))
+    if draw(st.booleans()):
+        propeller.max_node_retries_system_failures = draw(st.integers(0, 3))
+
+    message.timings.CopyFrom(draw(_timings(playable)))
+    for pod in draw(st.lists(st.sampled_from(pods), unique=True, max_size=len(pods))):
+        override = message.pod_timings.add(pod=pod)
+        override.timings.CopyFrom(draw(_timings(playable)))
+        if draw(st.booleans()):
+            override.timings.clock_offset_seconds = draw(_seconds(-0.25, 0.25))
+
+    # real pods take events once training runs (the timebase squeezes the quiet stretch before the first one)
+    start = 8.0 if playable else 0.0
+    for index in range(draw(st.integers(min(1, max_attempts), max_attempts))):
+        event = _event(pods, playable, fork, start, task.training_seconds)
+        events = draw(st.lists(event, min_size=1 if index == 0 else 0, max_size=max_events))  # the first is eventful
+        message.attempts.add().events.extend(events)
+    return message
+
+
+def spec_of(message: pb.Scenario, plugin: Optional[str] = None) -> ScenarioSpec:
+    """The checked `ScenarioSpec` of a scenario message (as `aggsim simulate` would load its text)."""
+    text = text_format.MessageToString(message)
+    return ScenarioSource(message, text, f"<{message.name or 'scenario'}>").spec(plugin)

@@ -1,0 +1,133 @@
+"""The simulator's invariants over thousands of scenarios nobody chose (`aggregation.strategies.scenarios`).
+
+Each property names the rule it holds the model to; a failure prints the generated scenario as a textproto
+(`note`), so it can be saved and replayed with `aggsim simulate`.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from google.protobuf import text_format
+from hypothesis import HealthCheck, assume, given, note, settings
+from hypothesis import strategies as st
+
+from aggregation.record import execution_to_proto
+from aggregation.simulate import simulate
+from aggregation.strategies import scenarios, spec_of
+
+pytestmark = pytest.mark.timeout(600)
+
+MANY = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def simulated(message):
+    note(text_format.MessageToString(message))
+    return simulate(spec_of(message))
+
+
+@MANY
+@given(scenarios())
+def test_every_generated_scenario_simulates_and_the_same_scenario_gives_the_same_execution(message):
+    """No crash on any valid scenario; the simulator is a function of the scenario (seed included)."""
+    first = execution_to_proto(simulated(message))
+    assert first.final_phase != 0
+    assert execution_to_proto(simulate(spec_of(message))) == first
+
+
+@MANY
+@given(scenarios())
+def test_attempts_stay_within_propeller_s_budgets(message):
+    """flytepropeller `nodes/executor.go` `isEligibleForRetry` and `handleRetryableFailure`: a node attempts at most
+    retries + 1 times for user failures, plus max-node-retries-on-system-failures for system ones; every attempt
+    but the last decided RETRY, and the last never did."""
+    spec = spec_of(message)
+    execution = simulated(message)
+    budget = spec.retries + 1 + spec.propeller.max_node_retries_system_failures
+    assert 1 <= len(execution.attempts) <= budget
+    decisions = [attempt.decision.decision.value for attempt in execution.attempts]
+    assert all(decision == "RETRY" for decision in decisions[:-1])
+    assert decisions[-1] != "RETRY"
+
+
+@MANY
+@given(scenarios())
+def test_an_attempt_resumes_only_from_a_checkpoint_an_earlier_attempt_wrote(message):
+    """flytekit's checkpoint API (`--prev-checkpoint`): propeller hands the next attempt the previous attempt's
+    checkpoint prefix; rank 0 reads something only if a checkpoint was written there."""
+    attempts = simulated(message).attempts
+    for attempt in attempts:
+        if attempt.resumed_from is not None:
+            assert attempt.resumed_from < attempt.attempt
+            assert attempts[attempt.resumed_from].wrote_checkpoint
+
+
+def verdict(execution, names=None):
+    names = names or {}
+    per_attempt = []
+    for attempt in execution.attempts:
+        error = attempt.outcome.error
+        worker = "" if error is None else names.get(error.worker, error.worker)
+        per_attempt.append(
+            (attempt.decision.decision.value, None if error is None else (error.code, error.kind, worker))
+        )
+    return execution.final_phase.value, execution.final_code, per_attempt
+
+
+def tied_stamps(execution) -> bool:
+    """Two error files with the same timestamp: propeller's earliest reader then keeps the first in the store's
+    listing order, i.e. the (random) file names decide, in propeller as here."""
+    for attempt in execution.attempts:
+        stamps = [round(u.error.timestamp, 9) for u in attempt.seen if u.error is not None]
+        if len(stamps) != len(set(stamps)):
+            return True
+    return False
+
+
+@MANY
+@given(scenarios())
+def test_renaming_pods_changes_no_verdict(message):
+    """Nothing in propeller, the operator or torch depends on a pod's name, except the name itself and the order of
+    the store's listing when stamps tie (then the random error-<uuid>.pb names decide, as in propeller) and the
+    bytes of a document cut short (the worker's name is in them, so where a cut falls depends on it)."""
+    assume(not any(e.HasField("truncated_upload") for attempt in message.attempts for e in attempt.events))
+    original = simulated(message)
+    assume(not tied_stamps(original))
+    renamed = type(message)()
+    renamed.CopyFrom(message)
+    names = {old: f"node-{chr(ord('a') + i)}" for i, old in enumerate(message.job.pods)}
+    text = text_format.MessageToString(renamed)
+    for old in sorted(names, key=len, reverse=True):
+        text = text.replace(f'"{old}"', f'"{names[old]}"')
+    renamed = text_format.Parse(text, type(message)())
+    again = simulate(spec_of(renamed))
+    assume(not tied_stamps(again))
+    back = {new: old for old, new in names.items()}
+    assert verdict(again, back) == verdict(original)
+
+
+@MANY
+@given(message=scenarios(), random_seed=st.integers(0, 2**32))
+def test_listing_events_in_another_order_changes_nothing(message, random_seed):
+    """Events are timed: their order in the file is no part of the scenario, except between events at the same
+    instant (kept, as the file states them)."""
+    original = execution_to_proto(simulated(message))
+    shuffled = type(message)()
+    shuffled.CopyFrom(message)
+    rng = random.Random(random_seed)
+    for attempt in shuffled.attempts:
+        events = list(attempt.events)
+        order = sorted(range(len(events)), key=lambda i: (rng.random(), i))
+        # keep the relative order of events at the same instant
+        same_time = {}
+        for i in order:
+            same_time.setdefault(events[i].at_seconds, []).append(i)
+        for indices in same_time.values():
+            indices.sort()
+        reordered, taken = [], {t: iter(v) for t, v in same_time.items()}
+        for i in order:
+            reordered.append(events[next(taken[events[i].at_seconds])])
+        del attempt.events[:]
+        attempt.events.extend(reordered)
+    assert execution_to_proto(simulate(spec_of(shuffled))) == original

@@ -1,0 +1,73 @@
+"""Scenarios nobody chose, run for real: a fixed seed's sample of `scenarios(playable=True)` on real pods.
+
+A scenario whose simulated verdict changes when its timings move by up to 0.3 s (`aggregation.neighbourhood`)
+is a race, and the real verdict must be one the simulator predicts for that neighbourhood; every other scenario
+must agree with the simulator field for field. The seed (AGGSIM_SAMPLE_SEED) and each scenario's textproto are
+printed, and written under the test's directory, so a failure can be replayed with `aggsim run-local`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytestmark = [pytest.mark.plugin, pytest.mark.real, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+SEED = int(os.environ.get("AGGSIM_SAMPLE_SEED", "20261201"))
+SAMPLE_SIZE = 10
+
+
+def sample(seed: int, size: int):
+    from hypothesis import Phase, given, settings
+    from hypothesis import seed as with_seed
+
+    from aggregation.strategies import scenarios
+
+    drawn = []
+
+    @with_seed(seed)
+    @settings(max_examples=size, deadline=None, database=None, phases=[Phase.generate])
+    @given(scenarios(playable=True))
+    def draw(message):
+        drawn.append(message)
+
+    draw()
+    return drawn
+
+
+def test_a_seeded_sample_of_generated_scenarios_agrees_with_real_pods_or_is_a_predicted_race(tmp_path, capsys):
+    from google.protobuf import text_format
+
+    from aggregation.neighbourhood import neighbourhood, verdict_key
+    from aggregation.record import compare, execution_to_proto
+    from aggregation.simulate import simulate
+    from aggregation.strategies import spec_of
+    from localjob.runner import run_local
+
+    messages = sample(SEED, SAMPLE_SIZE)
+    assert len(messages) >= 8
+    report, failures = [], []
+    for index, message in enumerate(messages):
+        message.name = f"sample-{index}"
+        path = tmp_path / f"sample-{index}.textproto"
+        path.write_text(text_format.MessageToString(message))
+        spec = spec_of(message)
+        outcomes = neighbourhood(spec)
+        real = execution_to_proto(run_local(spec, tmp_path / f"run-{index}"))
+        shape = f"{len(spec.pods)}x{spec.nproc_per_node} {spec.plugin.value} aggregation={spec.error_aggregation}"
+        kinds = "/".join(",".join(e.kind for e in events) or "-" for events in spec.attempts)
+        if len(outcomes) > 1:
+            ok = verdict_key(real) in outcomes
+            line = f"sample-{index} {shape} [{kinds}]: race ({len(outcomes)} verdicts), real one predicted: {ok}"
+        else:
+            differences = [d for d in compare(execution_to_proto(simulate(spec)), real) if d[1] != d[2]]
+            ok = differences == []
+            line = f"sample-{index} {shape} [{kinds}]: exact, agrees: {ok}" + ("" if ok else f" {differences}")
+        report.append(line)
+        if not ok:
+            failures.append(f"{line} (scenario: {path})")
+    with capsys.disabled():
+        print(f"\ngenerated sample, seed {SEED} (AGGSIM_SAMPLE_SEED), scenarios in {tmp_path}:")
+        print("\n".join(report))
+    assert failures == [], failures
