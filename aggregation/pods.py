@@ -179,9 +179,10 @@ class Pod:
         self.group.exited(self)
 
     def _finish(self, error: Optional[ErrorRecord], outputs: bool = False) -> None:
-        """The entrypoint writes and uploads (if anything), then exits 0."""
+        """The entrypoint writes and uploads (if anything), then the process exits 0, `exit` later (flytekit's and
+        torch's teardown)."""
         if error is None and not outputs:
-            self._later(self.timing.upload, lambda: self._exit(0, "nothing uploaded"))
+            self._later(self.timing.upload + self.timing.exit, lambda: self._exit(0, "nothing uploaded"))
             return
 
         def uploaded() -> None:
@@ -191,7 +192,10 @@ class Pod:
                 self._log(What.UPLOAD, file=name, code=error.code, recoverable=error.recoverable, stamp=error.timestamp)
             else:
                 self._log(What.UPLOAD, file=name)
-            self._exit(0, "entrypoint done")
+            if self.timing.exit:
+                self._later(self.timing.exit, lambda: self._exit(0, "entrypoint done"))
+            else:
+                self._exit(0, "entrypoint done")
 
         self._later(self.timing.upload, uploaded)
 

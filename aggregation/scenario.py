@@ -51,6 +51,7 @@ class PodTiming:
     join_timeout: float = defaults.JOIN_TIMEOUT_SECONDS
     restarts: int = 0  # worker-group restarts this pod's agent has left (job.max_restarts; >= 1 if it waits)
     clock_offset: float = 0.0  # this node's clock minus true time: shifts the stamps it writes, not its actions
+    exit: float = defaults.EXIT_SECONDS  # the entrypoint is done -> the pod's process has exited
 
 
 EVENT_KINDS = ("preemption", "worker_error", "completion", "checkpoint", "storage_outage", "truncated_upload")
@@ -125,6 +126,7 @@ def _timing(base: PodTiming, message: pb.PodTimings) -> PodTiming:
         ("upload_seconds", "upload"),
         ("failure_detection_seconds", "detection"),
         ("clock_offset_seconds", "clock_offset"),
+        ("exit_seconds", "exit"),
     ):
         if message.HasField(proto_name):
             values[attribute] = getattr(message, proto_name)
@@ -365,7 +367,13 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
             f"must be > 0 and finite, got {message.propeller.round_retry_seconds}",
         )
 
-    for proto_name in ("rendezvous_seconds", "agent_shutdown_seconds", "upload_seconds", "failure_detection_seconds"):
+    for proto_name in (
+        "rendezvous_seconds",
+        "agent_shutdown_seconds",
+        "upload_seconds",
+        "failure_detection_seconds",
+        "exit_seconds",
+    ):
         for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
             if timings.HasField(proto_name):
                 non_negative(getattr(timings, proto_name), proto_name, f"timings.{proto_name}", occurrence)

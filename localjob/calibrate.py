@@ -12,7 +12,7 @@ barrier, as a kubelet preempting the pod would. Four moments per run, all on thi
 
 The gaps between them are the phases: signal -> look (the model's `shutdown`), look -> landed (the plugin's
 check-then-write window, the model's `upload`: a sibling's report landing inside it is overwritten when
-aggregation is off) and landed -> exit (the model has the pod exit as its upload lands).
+aggregation is off) and landed -> exit (the model's `exit`: flytekit's and torch's teardown).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def phases(samples: list[ReportSample]) -> list[Phase]:
     return [
         Phase("signal -> look", "shutdown", defaults.SHUTDOWN_SECONDS, tuple(s.signal_to_look for s in samples)),
         Phase("look -> landed", "upload", defaults.UPLOAD_SECONDS, tuple(s.check_then_write for s in samples)),
-        Phase("landed -> exit", "(exits on landing)", 0.0, tuple(s.landed_to_exit for s in samples)),
+        Phase("landed -> exit", "exit", defaults.EXIT_SECONDS, tuple(s.landed_to_exit for s in samples)),
     ]
 
 

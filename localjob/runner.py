@@ -39,6 +39,11 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Wo
         raise LocalJobError(
             f"job.nproc_per_node: {nproc} workers per pod, more than the {MAX_LOCAL_NPROC} a local pod runs"
         )
+    if len(spec.pods) == 1 and any(timing.restarts for timing in spec.timings.values()):
+        raise LocalJobError(
+            "job.max_restarts with one pod is not played for real: the restart of a standalone elastic task "
+            "(nnodes 1, rendezvous endpoint localhost:0) never reached a new round in a real run here"
+        )
     skewed = sorted(pod for pod, timing in spec.timings.items() if timing.clock_offset)
     if skewed and libfaketime_path() is None:
         raise LocalJobError(

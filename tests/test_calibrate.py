@@ -57,7 +57,7 @@ def test_calibrate_measures_each_real_run_in_causal_order_and_leaves_nothing(tmp
     for run in report["runs"]:
         assert run["signal_sent"] <= run["looked"] <= run["landed"] <= run["exited"], run
     timings = {p["phase"]: p["model_timing"] for p in report["phases"]}
-    assert timings == {"signal -> look": "shutdown", "look -> landed": "upload", "landed -> exit": "(exits on landing)"}
+    assert timings == {"signal -> look": "shutdown", "look -> landed": "upload", "landed -> exit": "exit"}
     for phase in report["phases"]:
         assert phase["min"] <= phase["median"] <= phase["p90"] <= phase["max"]
     assert list(tmp_path.iterdir()) == []

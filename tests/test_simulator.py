@@ -613,3 +613,13 @@ def test_the_store_host_s_exit_fails_a_waiting_rendezvous_at_once():
     b_waits = next(e for e in attempt.timeline if e.what is What.WAITS_IN_RENDEZVOUS and e.actor == "b")
     assert lost.actor == "b" and lost.at == pytest.approx(max(host_exit.at, b_waits.at))
     assert not any(e.what is What.RENDEZVOUS_TIMEOUT for e in attempt.timeline)
+
+
+def test_a_pod_exits_exit_seconds_after_its_upload_lands():
+    """flytekit `entrypoint.py` `_dispatch_execute` uploads, then the process tears down (torch's agent, the
+    interpreter): measured 0.6-0.8 s (`aggsim calibrate`, landed -> exit). The job's condition follows the exit."""
+    events = 'events { at_seconds: 30 pod: "b" preemption {} }'
+    attempt = simulate(scenario(events, timings="exit_seconds: 0.7")).attempts[0]
+    [upload] = [u for u in attempt.uploads if u.pod == "b"]
+    assert attempt.exits["b"] == (0, pytest.approx(upload.at + 0.7))
+    assert attempt.job_terminal_at == pytest.approx(upload.at + 0.7)

@@ -26,21 +26,21 @@ from flyteidl.core import errors_pb2 as flyteidl_dot_core_dot_errors__pb2
 from flyteidl.core import execution_pb2 as flyteidl_dot_core_dot_execution__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61ggsim/v1/scenario.proto\x12\taggsim.v1\x1a\x1a\x66lyteidl/core/errors.proto\x1a\x1d\x66lyteidl/core/execution.proto\"\xcc\x02\n\x08Scenario\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x1b\n\x03job\x18\x03 \x01(\x0b\x32\x0e.aggsim.v1.Job\x12\x1d\n\x04task\x18\x04 \x01(\x0b\x32\x0f.aggsim.v1.Task\x12\'\n\tpropeller\x18\x05 \x01(\x0b\x32\x14.aggsim.v1.Propeller\x12(\n\x06plugin\x18\x06 \x01(\x0e\x32\x18.aggsim.v1.PluginVariant\x12&\n\x07timings\x18\x07 \x01(\x0b\x32\x15.aggsim.v1.PodTimings\x12\x32\n\x0bpod_timings\x18\x08 \x03(\x0b\x32\x1d.aggsim.v1.PodTimingsOverride\x12$\n\x08\x61ttempts\x18\t \x03(\x0b\x32\x12.aggsim.v1.Attempt\x12\x0c\n\x04seed\x18\n \x01(\x04\"\x82\x03\n\x03Job\x12\x0c\n\x04pods\x18\x01 \x03(\t\x12\x16\n\x0enproc_per_node\x18\x02 \x01(\r\x12\x14\n\x07\x65lastic\x18\x03 \x01(\x08H\x00\x88\x01\x01\x12\x14\n\x0cmin_replicas\x18\x04 \x01(\r\x12\x14\n\x0cmax_replicas\x18\x05 \x01(\r\x12\x33\n\x10\x63lean_pod_policy\x18\x06 \x01(\x0e\x32\x19.aggsim.v1.CleanPodPolicy\x12-\n termination_grace_period_seconds\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12,\n\x0cstart_method\x18\x08 \x01(\x0e\x32\x16.aggsim.v1.StartMethod\x12\x14\n\x0cmax_restarts\x18\t \x01(\r\x12!\n\x14join_timeout_seconds\x18\n \x01(\x01H\x02\x88\x01\x01\x42\n\n\x08_elasticB#\n!_termination_grace_period_secondsB\x17\n\x15_join_timeout_seconds\"|\n\x04Task\x12\x0f\n\x07retries\x18\x01 \x01(\r\x12\x18\n\x10outputs_declared\x18\x02 \x01(\x08\x12\x15\n\rinterruptible\x18\x03 \x01(\x08\x12\x1d\n\x10training_seconds\x18\x04 \x01(\x01H\x00\x88\x01\x01\x42\x13\n\x11_training_seconds\"\xb5\x03\n\tPropeller\x12\x19\n\x11\x65rror_aggregation\x18\x01 \x01(\x08\x12-\n max_node_retries_system_failures\x18\x02 \x01(\rH\x00\x88\x01\x01\x12\x1a\n\x12ignore_retry_cause\x18\x03 \x01(\x08\x12!\n\x19observation_delay_seconds\x18\x04 \x01(\x01\x12,\n\x1finterruptible_failure_threshold\x18\x05 \x01(\x05H\x01\x88\x01\x01\x12\x1d\n\x10max_download_mbs\x18\x06 \x01(\x03H\x02\x88\x01\x01\x12!\n\x14max_workflow_retries\x18\x07 \x01(\rH\x03\x88\x01\x01\x12 \n\x13round_retry_seconds\x18\x08 \x01(\x01H\x04\x88\x01\x01\x42#\n!_max_node_retries_system_failuresB\"\n _interruptible_failure_thresholdB\x13\n\x11_max_download_mbsB\x17\n\x15_max_workflow_retriesB\x16\n\x14_round_retry_seconds\"\xeb\x02\n\nPodTimings\x12\x1f\n\x12rendezvous_seconds\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12#\n\x16\x61gent_shutdown_seconds\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x1b\n\x0eupload_seconds\x18\x03 \x01(\x01H\x02\x88\x01\x01\x12&\n\x19\x66\x61ilure_detection_seconds\x18\x04 \x01(\x01H\x03\x88\x01\x01\x12\x33\n\ron_peer_death\x18\x05 \x01(\x0b\x32\x1c.aggsim.v1.PeerDeathReaction\x12!\n\x14\x63lock_offset_seconds\x18\x06 \x01(\x01H\x04\x88\x01\x01\x42\x15\n\x13_rendezvous_secondsB\x19\n\x17_agent_shutdown_secondsB\x11\n\x0f_upload_secondsB\x1c\n\x1a_failure_detection_secondsB\x17\n\x15_clock_offset_seconds\"\xba\x02\n\x11PeerDeathReaction\x12\x36\n\x04\x66\x61il\x18\x01 \x01(\x0b\x32&.aggsim.v1.PeerDeathReaction.FailAfterH\x00\x12K\n\x12wait_in_rendezvous\x18\x02 \x01(\x0b\x32-.aggsim.v1.PeerDeathReaction.WaitInRendezvousH\x00\x1aN\n\tFailAfter\x12\x1a\n\rafter_seconds\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x13\n\x0brecoverable\x18\x02 \x01(\x08\x42\x10\n\x0e_after_seconds\x1a\x44\n\x10WaitInRendezvous\x12\x1c\n\x0ftimeout_seconds\x18\x01 \x01(\x01H\x00\x88\x01\x01\x42\x12\n\x10_timeout_secondsB\n\n\x08reaction\"I\n\x12PodTimingsOverride\x12\x0b\n\x03pod\x18\x01 \x01(\t\x12&\n\x07timings\x18\x02 \x01(\x0b\x32\x15.aggsim.v1.PodTimings\"+\n\x07\x41ttempt\x12 \n\x06\x65vents\x18\x01 \x03(\x0b\x32\x10.aggsim.v1.Event\"\xd3\x02\n\x05\x45vent\x12\x12\n\nat_seconds\x18\x01 \x01(\x01\x12\x0b\n\x03pod\x18\x02 \x01(\t\x12+\n\npreemption\x18\x03 \x01(\x0b\x32\x15.aggsim.v1.PreemptionH\x00\x12.\n\x0cworker_error\x18\x04 \x01(\x0b\x32\x16.aggsim.v1.WorkerErrorH\x00\x12+\n\ncompletion\x18\x05 \x01(\x0b\x32\x15.aggsim.v1.CompletionH\x00\x12+\n\ncheckpoint\x18\x06 \x01(\x0b\x32\x15.aggsim.v1.CheckpointH\x00\x12\x32\n\x0estorage_outage\x18\x07 \x01(\x0b\x32\x18.aggsim.v1.StorageOutageH\x00\x12\x36\n\x10truncated_upload\x18\x08 \x01(\x0b\x32\x1a.aggsim.v1.TruncatedUploadH\x00\x42\x06\n\x04kind\"\'\n\nPreemption\x12\x19\n\x11lands_during_fork\x18\x01 \x01(\x08\"3\n\x0bWorkerError\x12\x13\n\x0brecoverable\x18\x01 \x01(\x08\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x0c\n\nCompletion\"\x0c\n\nCheckpoint\")\n\rStorageOutage\x12\x18\n\x10\x64uration_seconds\x18\x01 \x01(\x01\"%\n\x0fTruncatedUpload\x12\x12\n\nkeep_bytes\x18\x01 \x01(\r\"\xf2\x01\n\tExecution\x12\x10\n\x08scenario\x18\x01 \x01(\t\x12(\n\x06plugin\x18\x02 \x01(\x0e\x32\x18.aggsim.v1.PluginVariant\x12\x19\n\x11\x65rror_aggregation\x18\x03 \x01(\x08\x12*\n\x08\x61ttempts\x18\x04 \x03(\x0b\x32\x18.aggsim.v1.AttemptRecord\x12*\n\x0b\x66inal_phase\x18\x05 \x01(\x0e\x32\x15.aggsim.v1.FinalPhase\x12\x12\n\nfinal_code\x18\x06 \x01(\t\x12\x12\n\nfinal_kind\x18\x07 \x01(\t\x12\x0e\n\x06source\x18\x08 \x01(\t\"\xed\x03\n\rAttemptRecord\x12\x0f\n\x07\x61ttempt\x18\x01 \x01(\r\x12*\n\x08timeline\x18\x02 \x03(\x0b\x32\x18.aggsim.v1.TimelineEntry\x12#\n\x04pods\x18\x03 \x03(\x0b\x32\x15.aggsim.v1.PodOutcome\x12\x15\n\rjob_condition\x18\x04 \x01(\t\x12\x17\n\x0fjob_terminal_at\x18\x05 \x01(\x01\x12\x13\n\x0bobserved_at\x18\x06 \x01(\x01\x12&\n\x05\x66iles\x18\x07 \x03(\x0b\x32\x17.aggsim.v1.UploadedFile\x12\x14\n\x0cwinning_file\x18\x08 \x01(\t\x12\x0c\n\x04rule\x18\t \x01(\t\x12,\n\x05\x65rror\x18\n \x01(\x0b\x32\x1d.flyteidl.core.ExecutionError\x12\x12\n\ntask_phase\x18\x0b \x01(\t\x12\x10\n\x08\x64\x65\x63ision\x18\x0c \x01(\t\x12\x11\n\tnode_code\x18\r \x01(\t\x12\x1f\n\x17resumed_from_checkpoint\x18\x0e \x01(\t\x12\x18\n\x10wrote_checkpoint\x18\x0f \x01(\x08\x12\x11\n\tpreempted\x18\x10 \x01(\x08\x12\x1d\n\x15runs_on_interruptible\x18\x11 \x01(\x08\x12\x15\n\rfailed_rounds\x18\x12 \x01(\r\"\x98\x02\n\rTimelineEntry\x12\x12\n\nat_seconds\x18\x01 \x01(\x01\x12\x0b\n\x03pod\x18\x02 \x01(\t\x12\x0c\n\x04what\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x05 \x01(\t\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x0c\n\x04\x66ile\x18\x07 \x01(\t\x12\x0c\n\x04\x63ode\x18\x08 \x01(\t\x12\x18\n\x0brecoverable\x18\t \x01(\x08H\x00\x88\x01\x01\x12\x1a\n\rstamp_seconds\x18\n \x01(\x01H\x01\x88\x01\x01\x12\x16\n\texit_code\x18\x0b \x01(\x05H\x02\x88\x01\x01\x12\x11\n\tcondition\x18\x0c \x01(\tB\x0e\n\x0c_recoverableB\x10\n\x0e_stamp_secondsB\x0c\n\n_exit_code\"?\n\nPodOutcome\x12\x0b\n\x03pod\x18\x01 \x01(\t\x12\x11\n\texit_code\x18\x02 \x01(\x05\x12\x11\n\texited_at\x18\x03 \x01(\x01\"\x87\x01\n\x0cUploadedFile\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03pod\x18\x02 \x01(\t\x12\x13\n\x0buploaded_at\x18\x03 \x01(\x01\x12\x19\n\x11seen_by_propeller\x18\x04 \x01(\x08\x12,\n\x05\x65rror\x18\x05 \x01(\x0b\x32\x1d.flyteidl.core.ContainerError*[\n\rPluginVariant\x12\x1e\n\x1aPLUGIN_VARIANT_UNSPECIFIED\x10\x00\x12\x0c\n\x08UPSTREAM\x10\x01\x12\x0b\n\x07SEED_PR\x10\x02\x12\x0f\n\x0bRECOVERABLE\x10\x03*\"\n\x0bStartMethod\x12\t\n\x05SPAWN\x10\x00\x12\x08\n\x04\x46ORK\x10\x01*c\n\x0e\x43leanPodPolicy\x12\x19\n\x15\x43LEAN_POD_POLICY_NONE\x10\x00\x12\x1c\n\x18\x43LEAN_POD_POLICY_RUNNING\x10\x01\x12\x18\n\x14\x43LEAN_POD_POLICY_ALL\x10\x02*\x97\x01\n\nFinalPhase\x12\x1b\n\x17\x46INAL_PHASE_UNSPECIFIED\x10\x00\x12\r\n\tSUCCEEDED\x10\x01\x12\x16\n\x12SUCCEEDED_SILENTLY\x10\x02\x12\x1a\n\x16RETRIED_THEN_SUCCEEDED\x10\x03\x12\x16\n\x12\x46\x41ILED_PERMANENTLY\x10\x04\x12\x11\n\rSTILL_RUNNING\x10\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61ggsim/v1/scenario.proto\x12\taggsim.v1\x1a\x1a\x66lyteidl/core/errors.proto\x1a\x1d\x66lyteidl/core/execution.proto\"\xcc\x02\n\x08Scenario\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x1b\n\x03job\x18\x03 \x01(\x0b\x32\x0e.aggsim.v1.Job\x12\x1d\n\x04task\x18\x04 \x01(\x0b\x32\x0f.aggsim.v1.Task\x12\'\n\tpropeller\x18\x05 \x01(\x0b\x32\x14.aggsim.v1.Propeller\x12(\n\x06plugin\x18\x06 \x01(\x0e\x32\x18.aggsim.v1.PluginVariant\x12&\n\x07timings\x18\x07 \x01(\x0b\x32\x15.aggsim.v1.PodTimings\x12\x32\n\x0bpod_timings\x18\x08 \x03(\x0b\x32\x1d.aggsim.v1.PodTimingsOverride\x12$\n\x08\x61ttempts\x18\t \x03(\x0b\x32\x12.aggsim.v1.Attempt\x12\x0c\n\x04seed\x18\n \x01(\x04\"\x82\x03\n\x03Job\x12\x0c\n\x04pods\x18\x01 \x03(\t\x12\x16\n\x0enproc_per_node\x18\x02 \x01(\r\x12\x14\n\x07\x65lastic\x18\x03 \x01(\x08H\x00\x88\x01\x01\x12\x14\n\x0cmin_replicas\x18\x04 \x01(\r\x12\x14\n\x0cmax_replicas\x18\x05 \x01(\r\x12\x33\n\x10\x63lean_pod_policy\x18\x06 \x01(\x0e\x32\x19.aggsim.v1.CleanPodPolicy\x12-\n termination_grace_period_seconds\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12,\n\x0cstart_method\x18\x08 \x01(\x0e\x32\x16.aggsim.v1.StartMethod\x12\x14\n\x0cmax_restarts\x18\t \x01(\r\x12!\n\x14join_timeout_seconds\x18\n \x01(\x01H\x02\x88\x01\x01\x42\n\n\x08_elasticB#\n!_termination_grace_period_secondsB\x17\n\x15_join_timeout_seconds\"|\n\x04Task\x12\x0f\n\x07retries\x18\x01 \x01(\r\x12\x18\n\x10outputs_declared\x18\x02 \x01(\x08\x12\x15\n\rinterruptible\x18\x03 \x01(\x08\x12\x1d\n\x10training_seconds\x18\x04 \x01(\x01H\x00\x88\x01\x01\x42\x13\n\x11_training_seconds\"\xb5\x03\n\tPropeller\x12\x19\n\x11\x65rror_aggregation\x18\x01 \x01(\x08\x12-\n max_node_retries_system_failures\x18\x02 \x01(\rH\x00\x88\x01\x01\x12\x1a\n\x12ignore_retry_cause\x18\x03 \x01(\x08\x12!\n\x19observation_delay_seconds\x18\x04 \x01(\x01\x12,\n\x1finterruptible_failure_threshold\x18\x05 \x01(\x05H\x01\x88\x01\x01\x12\x1d\n\x10max_download_mbs\x18\x06 \x01(\x03H\x02\x88\x01\x01\x12!\n\x14max_workflow_retries\x18\x07 \x01(\rH\x03\x88\x01\x01\x12 \n\x13round_retry_seconds\x18\x08 \x01(\x01H\x04\x88\x01\x01\x42#\n!_max_node_retries_system_failuresB\"\n _interruptible_failure_thresholdB\x13\n\x11_max_download_mbsB\x17\n\x15_max_workflow_retriesB\x16\n\x14_round_retry_seconds\"\x97\x03\n\nPodTimings\x12\x1f\n\x12rendezvous_seconds\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12#\n\x16\x61gent_shutdown_seconds\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x1b\n\x0eupload_seconds\x18\x03 \x01(\x01H\x02\x88\x01\x01\x12&\n\x19\x66\x61ilure_detection_seconds\x18\x04 \x01(\x01H\x03\x88\x01\x01\x12\x33\n\ron_peer_death\x18\x05 \x01(\x0b\x32\x1c.aggsim.v1.PeerDeathReaction\x12!\n\x14\x63lock_offset_seconds\x18\x06 \x01(\x01H\x04\x88\x01\x01\x12\x19\n\x0c\x65xit_seconds\x18\x07 \x01(\x01H\x05\x88\x01\x01\x42\x15\n\x13_rendezvous_secondsB\x19\n\x17_agent_shutdown_secondsB\x11\n\x0f_upload_secondsB\x1c\n\x1a_failure_detection_secondsB\x17\n\x15_clock_offset_secondsB\x0f\n\r_exit_seconds\"\xba\x02\n\x11PeerDeathReaction\x12\x36\n\x04\x66\x61il\x18\x01 \x01(\x0b\x32&.aggsim.v1.PeerDeathReaction.FailAfterH\x00\x12K\n\x12wait_in_rendezvous\x18\x02 \x01(\x0b\x32-.aggsim.v1.PeerDeathReaction.WaitInRendezvousH\x00\x1aN\n\tFailAfter\x12\x1a\n\rafter_seconds\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x13\n\x0brecoverable\x18\x02 \x01(\x08\x42\x10\n\x0e_after_seconds\x1a\x44\n\x10WaitInRendezvous\x12\x1c\n\x0ftimeout_seconds\x18\x01 \x01(\x01H\x00\x88\x01\x01\x42\x12\n\x10_timeout_secondsB\n\n\x08reaction\"I\n\x12PodTimingsOverride\x12\x0b\n\x03pod\x18\x01 \x01(\t\x12&\n\x07timings\x18\x02 \x01(\x0b\x32\x15.aggsim.v1.PodTimings\"+\n\x07\x41ttempt\x12 \n\x06\x65vents\x18\x01 \x03(\x0b\x32\x10.aggsim.v1.Event\"\xd3\x02\n\x05\x45vent\x12\x12\n\nat_seconds\x18\x01 \x01(\x01\x12\x0b\n\x03pod\x18\x02 \x01(\t\x12+\n\npreemption\x18\x03 \x01(\x0b\x32\x15.aggsim.v1.PreemptionH\x00\x12.\n\x0cworker_error\x18\x04 \x01(\x0b\x32\x16.aggsim.v1.WorkerErrorH\x00\x12+\n\ncompletion\x18\x05 \x01(\x0b\x32\x15.aggsim.v1.CompletionH\x00\x12+\n\ncheckpoint\x18\x06 \x01(\x0b\x32\x15.aggsim.v1.CheckpointH\x00\x12\x32\n\x0estorage_outage\x18\x07 \x01(\x0b\x32\x18.aggsim.v1.StorageOutageH\x00\x12\x36\n\x10truncated_upload\x18\x08 \x01(\x0b\x32\x1a.aggsim.v1.TruncatedUploadH\x00\x42\x06\n\x04kind\"\'\n\nPreemption\x12\x19\n\x11lands_during_fork\x18\x01 \x01(\x08\"3\n\x0bWorkerError\x12\x13\n\x0brecoverable\x18\x01 \x01(\x08\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x0c\n\nCompletion\"\x0c\n\nCheckpoint\")\n\rStorageOutage\x12\x18\n\x10\x64uration_seconds\x18\x01 \x01(\x01\"%\n\x0fTruncatedUpload\x12\x12\n\nkeep_bytes\x18\x01 \x01(\r\"\xf2\x01\n\tExecution\x12\x10\n\x08scenario\x18\x01 \x01(\t\x12(\n\x06plugin\x18\x02 \x01(\x0e\x32\x18.aggsim.v1.PluginVariant\x12\x19\n\x11\x65rror_aggregation\x18\x03 \x01(\x08\x12*\n\x08\x61ttempts\x18\x04 \x03(\x0b\x32\x18.aggsim.v1.AttemptRecord\x12*\n\x0b\x66inal_phase\x18\x05 \x01(\x0e\x32\x15.aggsim.v1.FinalPhase\x12\x12\n\nfinal_code\x18\x06 \x01(\t\x12\x12\n\nfinal_kind\x18\x07 \x01(\t\x12\x0e\n\x06source\x18\x08 \x01(\t\"\xed\x03\n\rAttemptRecord\x12\x0f\n\x07\x61ttempt\x18\x01 \x01(\r\x12*\n\x08timeline\x18\x02 \x03(\x0b\x32\x18.aggsim.v1.TimelineEntry\x12#\n\x04pods\x18\x03 \x03(\x0b\x32\x15.aggsim.v1.PodOutcome\x12\x15\n\rjob_condition\x18\x04 \x01(\t\x12\x17\n\x0fjob_terminal_at\x18\x05 \x01(\x01\x12\x13\n\x0bobserved_at\x18\x06 \x01(\x01\x12&\n\x05\x66iles\x18\x07 \x03(\x0b\x32\x17.aggsim.v1.UploadedFile\x12\x14\n\x0cwinning_file\x18\x08 \x01(\t\x12\x0c\n\x04rule\x18\t \x01(\t\x12,\n\x05\x65rror\x18\n \x01(\x0b\x32\x1d.flyteidl.core.ExecutionError\x12\x12\n\ntask_phase\x18\x0b \x01(\t\x12\x10\n\x08\x64\x65\x63ision\x18\x0c \x01(\t\x12\x11\n\tnode_code\x18\r \x01(\t\x12\x1f\n\x17resumed_from_checkpoint\x18\x0e \x01(\t\x12\x18\n\x10wrote_checkpoint\x18\x0f \x01(\x08\x12\x11\n\tpreempted\x18\x10 \x01(\x08\x12\x1d\n\x15runs_on_interruptible\x18\x11 \x01(\x08\x12\x15\n\rfailed_rounds\x18\x12 \x01(\r\"\x98\x02\n\rTimelineEntry\x12\x12\n\nat_seconds\x18\x01 \x01(\x01\x12\x0b\n\x03pod\x18\x02 \x01(\t\x12\x0c\n\x04what\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x05 \x01(\t\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x0c\n\x04\x66ile\x18\x07 \x01(\t\x12\x0c\n\x04\x63ode\x18\x08 \x01(\t\x12\x18\n\x0brecoverable\x18\t \x01(\x08H\x00\x88\x01\x01\x12\x1a\n\rstamp_seconds\x18\n \x01(\x01H\x01\x88\x01\x01\x12\x16\n\texit_code\x18\x0b \x01(\x05H\x02\x88\x01\x01\x12\x11\n\tcondition\x18\x0c \x01(\tB\x0e\n\x0c_recoverableB\x10\n\x0e_stamp_secondsB\x0c\n\n_exit_code\"?\n\nPodOutcome\x12\x0b\n\x03pod\x18\x01 \x01(\t\x12\x11\n\texit_code\x18\x02 \x01(\x05\x12\x11\n\texited_at\x18\x03 \x01(\x01\"\x87\x01\n\x0cUploadedFile\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03pod\x18\x02 \x01(\t\x12\x13\n\x0buploaded_at\x18\x03 \x01(\x01\x12\x19\n\x11seen_by_propeller\x18\x04 \x01(\x08\x12,\n\x05\x65rror\x18\x05 \x01(\x0b\x32\x1d.flyteidl.core.ContainerError*[\n\rPluginVariant\x12\x1e\n\x1aPLUGIN_VARIANT_UNSPECIFIED\x10\x00\x12\x0c\n\x08UPSTREAM\x10\x01\x12\x0b\n\x07SEED_PR\x10\x02\x12\x0f\n\x0bRECOVERABLE\x10\x03*\"\n\x0bStartMethod\x12\t\n\x05SPAWN\x10\x00\x12\x08\n\x04\x46ORK\x10\x01*c\n\x0e\x43leanPodPolicy\x12\x19\n\x15\x43LEAN_POD_POLICY_NONE\x10\x00\x12\x1c\n\x18\x43LEAN_POD_POLICY_RUNNING\x10\x01\x12\x18\n\x14\x43LEAN_POD_POLICY_ALL\x10\x02*\x97\x01\n\nFinalPhase\x12\x1b\n\x17\x46INAL_PHASE_UNSPECIFIED\x10\x00\x12\r\n\tSUCCEEDED\x10\x01\x12\x16\n\x12SUCCEEDED_SILENTLY\x10\x02\x12\x1a\n\x16RETRIED_THEN_SUCCEEDED\x10\x03\x12\x16\n\x12\x46\x41ILED_PERMANENTLY\x10\x04\x12\x11\n\rSTILL_RUNNING\x10\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'aggsim.v1.scenario_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PLUGINVARIANT']._serialized_start=3964
-  _globals['_PLUGINVARIANT']._serialized_end=4055
-  _globals['_STARTMETHOD']._serialized_start=4057
-  _globals['_STARTMETHOD']._serialized_end=4091
-  _globals['_CLEANPODPOLICY']._serialized_start=4093
-  _globals['_CLEANPODPOLICY']._serialized_end=4192
-  _globals['_FINALPHASE']._serialized_start=4195
-  _globals['_FINALPHASE']._serialized_end=4346
+  _globals['_PLUGINVARIANT']._serialized_start=4008
+  _globals['_PLUGINVARIANT']._serialized_end=4099
+  _globals['_STARTMETHOD']._serialized_start=4101
+  _globals['_STARTMETHOD']._serialized_end=4135
+  _globals['_CLEANPODPOLICY']._serialized_start=4137
+  _globals['_CLEANPODPOLICY']._serialized_end=4236
+  _globals['_FINALPHASE']._serialized_start=4239
+  _globals['_FINALPHASE']._serialized_end=4390
   _globals['_SCENARIO']._serialized_start=99
   _globals['_SCENARIO']._serialized_end=431
   _globals['_JOB']._serialized_start=434
@@ -50,39 +50,39 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PROPELLER']._serialized_start=949
   _globals['_PROPELLER']._serialized_end=1386
   _globals['_PODTIMINGS']._serialized_start=1389
-  _globals['_PODTIMINGS']._serialized_end=1752
-  _globals['_PEERDEATHREACTION']._serialized_start=1755
-  _globals['_PEERDEATHREACTION']._serialized_end=2069
-  _globals['_PEERDEATHREACTION_FAILAFTER']._serialized_start=1909
-  _globals['_PEERDEATHREACTION_FAILAFTER']._serialized_end=1987
-  _globals['_PEERDEATHREACTION_WAITINRENDEZVOUS']._serialized_start=1989
-  _globals['_PEERDEATHREACTION_WAITINRENDEZVOUS']._serialized_end=2057
-  _globals['_PODTIMINGSOVERRIDE']._serialized_start=2071
-  _globals['_PODTIMINGSOVERRIDE']._serialized_end=2144
-  _globals['_ATTEMPT']._serialized_start=2146
-  _globals['_ATTEMPT']._serialized_end=2189
-  _globals['_EVENT']._serialized_start=2192
-  _globals['_EVENT']._serialized_end=2531
-  _globals['_PREEMPTION']._serialized_start=2533
-  _globals['_PREEMPTION']._serialized_end=2572
-  _globals['_WORKERERROR']._serialized_start=2574
-  _globals['_WORKERERROR']._serialized_end=2625
-  _globals['_COMPLETION']._serialized_start=2627
-  _globals['_COMPLETION']._serialized_end=2639
-  _globals['_CHECKPOINT']._serialized_start=2641
-  _globals['_CHECKPOINT']._serialized_end=2653
-  _globals['_STORAGEOUTAGE']._serialized_start=2655
-  _globals['_STORAGEOUTAGE']._serialized_end=2696
-  _globals['_TRUNCATEDUPLOAD']._serialized_start=2698
-  _globals['_TRUNCATEDUPLOAD']._serialized_end=2735
-  _globals['_EXECUTION']._serialized_start=2738
-  _globals['_EXECUTION']._serialized_end=2980
-  _globals['_ATTEMPTRECORD']._serialized_start=2983
-  _globals['_ATTEMPTRECORD']._serialized_end=3476
-  _globals['_TIMELINEENTRY']._serialized_start=3479
-  _globals['_TIMELINEENTRY']._serialized_end=3759
-  _globals['_PODOUTCOME']._serialized_start=3761
-  _globals['_PODOUTCOME']._serialized_end=3824
-  _globals['_UPLOADEDFILE']._serialized_start=3827
-  _globals['_UPLOADEDFILE']._serialized_end=3962
+  _globals['_PODTIMINGS']._serialized_end=1796
+  _globals['_PEERDEATHREACTION']._serialized_start=1799
+  _globals['_PEERDEATHREACTION']._serialized_end=2113
+  _globals['_PEERDEATHREACTION_FAILAFTER']._serialized_start=1953
+  _globals['_PEERDEATHREACTION_FAILAFTER']._serialized_end=2031
+  _globals['_PEERDEATHREACTION_WAITINRENDEZVOUS']._serialized_start=2033
+  _globals['_PEERDEATHREACTION_WAITINRENDEZVOUS']._serialized_end=2101
+  _globals['_PODTIMINGSOVERRIDE']._serialized_start=2115
+  _globals['_PODTIMINGSOVERRIDE']._serialized_end=2188
+  _globals['_ATTEMPT']._serialized_start=2190
+  _globals['_ATTEMPT']._serialized_end=2233
+  _globals['_EVENT']._serialized_start=2236
+  _globals['_EVENT']._serialized_end=2575
+  _globals['_PREEMPTION']._serialized_start=2577
+  _globals['_PREEMPTION']._serialized_end=2616
+  _globals['_WORKERERROR']._serialized_start=2618
+  _globals['_WORKERERROR']._serialized_end=2669
+  _globals['_COMPLETION']._serialized_start=2671
+  _globals['_COMPLETION']._serialized_end=2683
+  _globals['_CHECKPOINT']._serialized_start=2685
+  _globals['_CHECKPOINT']._serialized_end=2697
+  _globals['_STORAGEOUTAGE']._serialized_start=2699
+  _globals['_STORAGEOUTAGE']._serialized_end=2740
+  _globals['_TRUNCATEDUPLOAD']._serialized_start=2742
+  _globals['_TRUNCATEDUPLOAD']._serialized_end=2779
+  _globals['_EXECUTION']._serialized_start=2782
+  _globals['_EXECUTION']._serialized_end=3024
+  _globals['_ATTEMPTRECORD']._serialized_start=3027
+  _globals['_ATTEMPTRECORD']._serialized_end=3520
+  _globals['_TIMELINEENTRY']._serialized_start=3523
+  _globals['_TIMELINEENTRY']._serialized_end=3803
+  _globals['_PODOUTCOME']._serialized_start=3805
+  _globals['_PODOUTCOME']._serialized_end=3868
+  _globals['_UPLOADEDFILE']._serialized_start=3871
+  _globals['_UPLOADEDFILE']._serialized_end=4006
 # @@protoc_insertion_point(module_scope)
