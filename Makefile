@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-real test test-real bench docs install clean
+.PHONY: demo demo-real test test-real test-generated bench docs install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,12 @@ test: $(STAMP)
 test-real: $(STAMP)
 	bash .ci/system-packages
 	AGGSIM_CONFORMANCE_RUNS=2 $(BIN)/python -m pytest -q -m "slow or race"
+
+# A seeded sample of generated scenarios on real pods (AGGSIM_SAMPLE_SEED). Not yet in test-real: its current
+# sample finds two real disagreements with the model (see the README), which issue 11 keeps open.
+test-generated: $(STAMP)
+	bash .ci/system-packages
+	$(BIN)/python -m pytest -q -s -m generated
 
 # Benchmarks: figures are written into README.md.
 bench: $(STAMP)

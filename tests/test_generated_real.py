@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-pytestmark = [pytest.mark.plugin, pytest.mark.real, pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.plugin, pytest.mark.real, pytest.mark.generated, pytest.mark.timeout(1800)]
 
 SEED = int(os.environ.get("AGGSIM_SAMPLE_SEED", "20261201"))
 SAMPLE_SIZE = 10
