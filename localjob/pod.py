@@ -130,7 +130,11 @@ class LocalPod:
         self.exited_at: Optional[float] = None
 
     def __enter__(self) -> "LocalPod":
-        self.start()
+        try:
+            self.start()
+        except BaseException:  # e.g. an interrupt right after Popen: no __exit__ will run, so reap here
+            self.reap()
+            raise
         return self
 
     def __exit__(self, *exc_info: object) -> None:

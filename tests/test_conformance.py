@@ -148,14 +148,6 @@ def test_aggregation_off_a_preemption_retries_with_the_preempted_node_s_clock_sk
 
 
 @pytest.mark.slow
-def test_torch_restarts_a_worker_group_and_training_completes(tmp_path):
-    """max_restarts 1 for real: the genuine error is absorbed by a new rendezvous round, no file is written."""
-    real = conform("worker_error_restarted", "recoverable", tmp_path)
-    [attempt] = real.attempts
-    assert attempt.decision == "SUCCEED" and not attempt.HasField("error")
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("plugin", ["upstream", "recoverable"])
 def test_a_survivor_with_restarts_waits_for_its_lost_peer(tmp_path, plugin):
     """The survivor re-enters the rendezvous and times out after join_timeout (20 s), past the verdict."""

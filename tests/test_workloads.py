@@ -143,3 +143,16 @@ def test_restarts_of_a_one_pod_job_are_refused_for_real_with_the_reason(tmp_path
 
     with pytest.raises(LocalJobError, match="job.max_restarts with one pod"):
         check_playable(spec_of(tmp_path, 'plugin: RECOVERABLE job { pods: "a" nproc_per_node: 2 max_restarts: 1 }'))
+
+
+def test_a_restart_that_completes_a_new_round_is_refused_for_real_with_the_reason(tmp_path):
+    """The simulator restarts worker_error_restarted's group through a new round; real runs of that hung (no new
+    round in 240 s, 2 of 4 runs), so run-local refuses it up front instead of timing out."""
+    from aggregation.scenario import load_scenario
+    from localjob.realpods import LocalJobError
+    from localjob.runner import check_playable
+
+    with pytest.raises(LocalJobError, match="not played for real") as refused:
+        check_playable(load_scenario(str(SCENARIOS / "worker_error_restarted.textproto")))
+    assert "\n" not in str(refused.value)
+    check_playable(load_scenario(str(SCENARIOS / "survivor_waits_for_a_lost_peer.textproto")))  # no new round
