@@ -12,10 +12,12 @@ caller failed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,6 +120,29 @@ class PodSpec:
         return cmd
 
 
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _interrupts_held():
+    """Hold SIGINT/SIGTERM/SIGHUP while a pod is being started, and deliver them once its process is known.
+
+    An interrupt raised inside `subprocess.Popen`, after the fork, leaves a child nobody holds (Popen does not
+    kill it), which no reaping can find: seen as a pod outliving `aggsim run-local` interrupted at start-up."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: held.append(signum)) for sig in INTERRUPTS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for signum in held[:1]:  # the first one decides, as the handlers it stood in for do
+            signal.raise_signal(signum)
+
+
 class LocalPod:
     """A running pod. Use as a context manager: leaving it kills the pod's whole process group."""
 
@@ -145,7 +170,7 @@ class LocalPod:
         self.spec.output_prefix.mkdir(parents=True, exist_ok=True)
         inputs = self.work_dir / f"{self.spec.name}.inputs.pb"
         inputs.write_bytes(literals_pb2.LiteralMap().SerializeToString())
-        with open(self.log_path, "wb") as log:
+        with open(self.log_path, "wb") as log, _interrupts_held():
             self.process = subprocess.Popen(
                 self.spec.command(inputs),
                 env=self.spec.environment(),
