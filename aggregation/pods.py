@@ -38,6 +38,7 @@ CODE_RECOVERABLE = "USER:Recoverable"  # FlyteRecoverableException.error_code
 CODE_USER_RUNTIME = "USER:RuntimeError"  # FlyteUserRuntimeException wrapping a ChildFailedError
 CODE_RENDEZVOUS_TIMEOUT = "USER:RuntimeError"  # RendezvousTimeoutError, a user-scope exception
 SIGNAL_MESSAGE = "The elastic agent received SIGTERM; the worker group was terminated before it finished"
+WORKERS_RESTARTED = "workers restarted"  # the reason of a rendezvous round that restarted worker groups
 COLLATERAL_MESSAGE = "A worker failed because a peer pod's workers are gone (most likely preempted or failed)"
 
 
@@ -362,7 +363,7 @@ class Pod:
         """The rendezvous round completed with every pod: a new worker group trains."""
         if self.state is PodState.WAITING:
             self._change_course(PodState.TRAINING)
-            self._log(What.RENDEZVOUS_DONE, reason="workers restarted")
+            self._log(What.RENDEZVOUS_DONE, reason=WORKERS_RESTARTED)
 
     def complete(self) -> None:
         """Training finished: rank 0 returns the outputs, the others raise IgnoreOutputs."""

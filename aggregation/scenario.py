@@ -87,8 +87,6 @@ class ScenarioSpec:
     plugin: PluginVariant
     propeller: PropellerConfig = PropellerConfig()  # budgets and limits: the scenario's, or the deployment's
     round_retry: float = defaults.ROUND_RETRY_SECONDS
-    max_restarts: int = 0  # torch elastic: worker-group restarts each pod's agent may make
-    join_timeout: float = defaults.JOIN_TIMEOUT_SECONDS  # a re-entered rendezvous fails after this
     timings: dict[str, PodTiming] = field(default_factory=dict)
     attempts: tuple[tuple[SimEvent, ...], ...] = ()
     seed: int = 0
@@ -464,8 +462,6 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         round_retry=propeller.round_retry_seconds
         if propeller.HasField("round_retry_seconds")
         else defaults.ROUND_RETRY_SECONDS,
-        max_restarts=job.max_restarts,
-        join_timeout=join_timeout,
         timings=timings,
         attempts=tuple(attempts),
         seed=message.seed,

@@ -22,10 +22,9 @@ from localjob.workloads import Workload
 
 MAX_REAL_ATTEMPTS = 6
 MAX_LOCAL_PODS = 8
-MAX_LOCAL_NPROC = 4
 # gloo workers on CPU: 8 pods x 4 processes fit in memory (about 0.3 GB each); what the load does to timings
 # is for `aggsim calibrate` to measure, not for this limit to hide.
-MAX_LOCAL_WORKERS = MAX_LOCAL_PODS * MAX_LOCAL_NPROC
+MAX_LOCAL_NPROC = 4
 
 
 def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Workload:
@@ -39,16 +38,12 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Wo
         raise LocalJobError(
             f"job.nproc_per_node: {nproc} workers per pod, more than the {MAX_LOCAL_NPROC} a local pod runs"
         )
-    if len(spec.pods) == 1 and any(timing.restarts for timing in spec.timings.values()):
-        raise LocalJobError(
-            "job.max_restarts with one pod is not played for real: the restart of a standalone elastic task "
-            "(nnodes 1, rendezvous endpoint localhost:0) never reached a new round in a real run here"
-        )
+    from aggregation.pods import WORKERS_RESTARTED
     from aggregation.simulate import simulate
     from aggregation.timeline import What
 
     restarted = any(
-        event.what is What.RENDEZVOUS_DONE and event.reason == "workers restarted"
+        event.what is What.RENDEZVOUS_DONE and event.reason == WORKERS_RESTARTED
         for attempt in simulate(spec).attempts
         for event in attempt.timeline
     )
@@ -83,14 +78,7 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Wo
                     "(a signal cannot be aimed at the inside of os.fork())"
                 )
     method = start_method or ("fork" if spec.fork else "spawn")
-    return Workload(
-        spec.plugin.value,
-        method,
-        str(len(spec.pods)),
-        nproc,
-        max_restarts=spec.max_restarts,
-        join_timeout=spec.join_timeout,
-    )
+    return Workload(spec.plugin.value, method, str(len(spec.pods)), nproc)  # restarts: per pod (RealPods)
 
 
 def run_local(spec: ScenarioSpec, work_dir: Path, start_method: Optional[str] = None) -> Execution:

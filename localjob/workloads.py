@@ -183,7 +183,9 @@ class Workload:
     nnodes: str = "1"  # torch elastic's nnodes: "N" or "MIN:MAX" (the PyTorchJob's elastic policy)
     nproc_per_node: int = 2
     max_restarts: int = 0
-    join_timeout: float = 900.0  # rdzv_configs["join_timeout"]: flytekit's Elastic default
+    # rdzv_configs["join_timeout"]: flytekit's Elastic default, as aggregation.defaults.JOIN_TIMEOUT_SECONDS (not
+    # imported: every pod and worker imports this module, and the aggregation package would slow their start)
+    join_timeout: float = 900.0
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:

@@ -137,12 +137,13 @@ def test_a_recoverable_worker_error_a_preemption_and_checkpoints_on_3x1_and_4x2(
 
 def test_restarts_of_a_one_pod_job_are_refused_for_real_with_the_reason(tmp_path):
     """A standalone elastic task (one pod) whose worker group restarts never reached a new round in a real run
-    here, so run-local refuses it up front instead of timing out."""
+    here, so run-local refuses it up front instead of timing out (as any restart that completes a round)."""
     from localjob.realpods import LocalJobError
     from localjob.runner import check_playable
 
-    with pytest.raises(LocalJobError, match="job.max_restarts with one pod"):
-        check_playable(spec_of(tmp_path, 'plugin: RECOVERABLE job { pods: "a" nproc_per_node: 2 max_restarts: 1 }'))
+    one_pod = 'plugin: RECOVERABLE job { pods: "a" nproc_per_node: 2 max_restarts: 1 }'
+    with pytest.raises(LocalJobError, match="job.max_restarts"):
+        check_playable(spec_of(tmp_path, one_pod + ' attempts { events { at_seconds: 10 pod: "a" worker_error {} } }'))
 
 
 def test_a_restart_that_completes_a_new_round_is_refused_for_real_with_the_reason(tmp_path):
