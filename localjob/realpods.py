@@ -91,7 +91,8 @@ class UploadWatcher(threading.Thread):
 
     def stop(self) -> None:
         self._stop_event.set()
-        self.join(timeout=2)
+        if self.ident is not None:  # an interrupt can land between registering this and starting the thread
+            self.join(timeout=2)
         self.poll()
 
 

@@ -157,3 +157,14 @@ def test_a_restart_that_completes_a_new_round_is_refused_for_real_with_the_reaso
         check_playable(load_scenario(str(SCENARIOS / "worker_error_restarted.textproto")))
     assert "\n" not in str(refused.value)
     check_playable(load_scenario(str(SCENARIOS / "survivor_waits_for_a_lost_peer.textproto")))  # no new round
+
+
+def test_an_upload_watcher_interrupted_before_it_started_stops_cleanly(tmp_path):
+    """An interrupt between registering the watcher's stop and starting it (seen in CI: SIGINT at start-up turned
+    into 'internal error: cannot join thread before it is started' instead of exit 130)."""
+    from localjob.realpods import UploadWatcher
+
+    (tmp_path / "error.pb").write_bytes(b"")
+    watcher = UploadWatcher(tmp_path)
+    watcher.stop()
+    assert [name for name, *_ in watcher.take(0)] == ["error.pb"]
