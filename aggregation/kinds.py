@@ -1,4 +1,4 @@
-"""The enums the model and the runner share: plugin variants, job conditions, clean-pod policies.
+"""The enums the model and the runner share: plugin variants, job conditions, clean-pod policies, final phases.
 
 Each is a `str` enum whose value is the name people see (and JSON carries), so a record prints as
 `upstream` or `Succeeded`, never as `PluginVariant.UPSTREAM`.
@@ -43,3 +43,11 @@ class CleanPodPolicy(NamedEnum):
     NONE = "None"
     RUNNING = "Running"
     ALL = "All"
+
+
+class FinalPhase(NamedEnum):
+    SUCCEEDED = "SUCCEEDED"
+    SUCCEEDED_SILENTLY = "SUCCEEDED_SILENTLY"  # green, though training never finished
+    RETRIED_THEN_SUCCEEDED = "RETRIED_THEN_SUCCEEDED"
+    FAILED_PERMANENTLY = "FAILED_PERMANENTLY"
+    STILL_RUNNING = "STILL_RUNNING"  # the job never reached a terminal condition: propeller keeps waiting

@@ -5,20 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from aggregation.kinds import NamedEnum
+from aggregation.kinds import FinalPhase, NamedEnum
 from aggregation.pods import Upload
 from aggregation.propeller import NodeDecision, TaskOutcome
 from aggregation.readers import ReadResult
 from aggregation.scenario import ScenarioSpec
 from aggregation.timeline import Event
-
-
-class FinalPhase(NamedEnum):
-    SUCCEEDED = "SUCCEEDED"
-    SUCCEEDED_SILENTLY = "SUCCEEDED_SILENTLY"  # green, though training never finished
-    RETRIED_THEN_SUCCEEDED = "RETRIED_THEN_SUCCEEDED"
-    FAILED_PERMANENTLY = "FAILED_PERMANENTLY"
-    STILL_RUNNING = "STILL_RUNNING"  # the job never reached a terminal condition: propeller keeps waiting
 
 
 class Source(NamedEnum):
