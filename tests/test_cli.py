@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -328,3 +329,24 @@ def test_explain_shows_every_file_code_and_worker_in_full_at_any_width(tmp_path,
     ):
         assert text in result.stdout, (columns, text)
     assert "…" not in result.stdout and "\x1b" not in result.stdout
+
+
+def test_explain_json_in_a_pipe_is_one_line_and_loads_neither_rich_nor_the_simulator(tmp_path):
+    """`aggsim explain --json` in a shell pipeline or CI: one JSON line on stdout, and the command pays only for
+    the readers it runs (rich and the simulator are imported by the commands that render or simulate)."""
+    document = error_document_bytes(code="USER:RuntimeError", worker="pod-a", timestamp_ns=T0)
+    (tmp_path / "error-a.pb").write_bytes(document)
+    probe = (
+        "import sys\n"
+        "from aggregation.cli import main\n"
+        "try:\n"
+        "    main(['explain', sys.argv[1], '--json'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = [m for m in ('rich', 'aggregation.pods', 'aggregation.simulate', 'localjob') if m in sys.modules]\n"
+        "print('loaded:', heavy, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") == 1 and json.loads(done.stdout)["error"]["worker"] == "pod-a"
+    assert "loaded: []" in done.stderr
