@@ -52,29 +52,4 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
 
 
-__all__ = [
-    "Candidate",
-    "DEFAULT",
-    "Decision",
-    "DefaultErrorReader",
-    "EARLIEST",
-    "EarliestErrorReader",
-    "Explanation",
-    "FsspecPrefix",
-    "JobCondition",
-    "MemoryPrefix",
-    "NodeDecision",
-    "NodeState",
-    "ObjectEntry",
-    "ObservedError",
-    "PropellerConfig",
-    "ReadResult",
-    "StorageError",
-    "TaskOutcome",
-    "TaskPhase",
-    "explain_prefix",
-    "node_decision",
-    "open_prefix",
-    "reader_for",
-    "task_outcome",
-]
+__all__ = sorted(_EXPORTS)
