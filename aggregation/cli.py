@@ -435,7 +435,7 @@ def _validate_target(target: str, timeout: float):
 
 
 PLUGIN_CHOICE = click.Choice(["upstream", "seed-pr", "recoverable"])
-DEMO_SAMPLES = 10_000  # the demo's default sweeps (5,184 and 1,296 assignments) are enumerated, not sampled
+DEMO_SAMPLES = 20_000  # the demo's default sweeps (10,368 and 2,592 assignments) are enumerated, not sampled
 
 
 def _deployment_sweep_arguments(config_files) -> dict:

@@ -33,12 +33,26 @@ TERMINATION_GRACE_SECONDS = 30.0  # Kubernetes terminationGracePeriodSeconds
 # rdzv_configs["join_timeout"] as flytekit's Elastic sets it (flytekitplugins-kfpytorch 1.16 `Elastic.rdzv_configs`
 # default {"timeout": 900, "join_timeout": 900}); torch's own default (600) never applies to a Flyte task
 JOIN_TIMEOUT_SECONDS = 900.0
+# flytekitplugins-kfpytorch `Elastic.monitor_interval` (5): torch `SimpleElasticAgent._invoke_run` sleeps this long
+# between looks at its workers, so a failed or finished worker group is noticed at the next look
+MONITOR_INTERVAL_SECONDS = 5.0
+# torch `SimpleElasticAgent.__init__(exit_barrier_timeout=300)`, which torch's `LaunchConfig` keeps and flytekit
+# never sets: an agent whose workers finished waits this long at `_exit_barrier` for the other agents
+EXIT_BARRIER_TIMEOUT_SECONDS = 300.0
 
 # --- pod timings (measured on this machine with real pods; scenarios override them) -------------------------------
 RENDEZVOUS_SECONDS = 2.0
 SHUTDOWN_SECONDS = 0.03  # SIGTERM -> SignalException caught, workers obeying SIGTERM
 UPLOAD_SECONDS = 0.05
+# The agent's monitor poll finds a failed worker -> it raises ChildFailedError (collects the failure, stops the
+# other workers). Measured with torch's own `start_processes` (2 gloo workers, one raising): 0.01 s when the
+# agent has handled a failure before, 1.3-2.1 s for a fresh agent's first one (lazy imports); every pod's agent is
+# fresh, but a real pod has imported more already. 1 s is a middle value.
 DETECTION_SECONDS = 1.0
+# A worker's function returned or raised -> its process is gone (the agent sees a failure only then; a finished
+# group is joined this long). Measured the same way: spawn 0.44-0.63 s (the interpreter unloads torch), fork
+# 0.01-0.03 s.
+WORKER_EXIT_SECONDS = {"spawn": 0.5, "fork": 0.01}
 # The entrypoint is done -> the pod's process has exited (torch tears down the rendezvous, the interpreter unloads
 # torch). Measured 0.62-0.80 s, median 0.70 (12 runs, `aggsim calibrate`, README "Timings"). It decides races: an
 # upstream pod that writes nothing makes an elastic job Succeeded only when it exits.
@@ -62,6 +76,7 @@ MAX_SCENARIO_BYTES = 1024 * 1024  # a scenario file larger than this is refused,
 MAX_SCENARIO_SECONDS = 10 * 365 * 24 * 3600.0  # a time beyond ten years is a typo, not a training run
 MAX_ATTEMPTS = 100  # the simulator plays at most this many attempts of one node (and refuses beyond)
 MAX_NPROC_PER_NODE = 1024
+MAX_MONITOR_INTERVAL_SECONDS = 3600.0  # an agent that looks at its workers less than hourly is a typo
 MAX_SWEEP_SAMPLES = 1_000_000  # `sweep --samples` at most: each assignment runs under up to six plugin x flag cells
 MAX_VALUES_PER_VARIATION = 1_000_000  # one `--vary` range; a sweep samples `--samples` of all the combinations
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a propeller configuration file larger than this is refused, not parsed

@@ -242,10 +242,16 @@ def _assign(message: pb.Scenario, path: str, value) -> None:
 def default_variations(source: ScenarioSource) -> list[Variation]:
     """The race's usual suspects, for a scenario with a preemption in its first attempt."""
     message = source.message
+    job = message.job
+    interval = (
+        job.monitor_interval_seconds if job.HasField("monitor_interval_seconds") else defaults.MONITOR_INTERVAL_SECONDS
+    )
     variations = [
         Variation("timings.agent_shutdown_seconds", (0.03, 1.0, 5.0, 30.0)),
         Variation("timings.upload_seconds", (0.05, 1.0, 3.0)),
-        Variation("timings.failure_detection_seconds", (1.0, 3.0, 7.0)),
+        Variation("timings.failure_detection_seconds", (0.1, 2.0)),  # the measured range's ends
+        # where the agents' monitor polls fall within their interval: nothing places them
+        Variation("timings.first_monitor_poll_seconds", tuple(round(interval * f, 3) for f in (0.1, 0.5, 0.9))),
         Variation("propeller.observation_delay_seconds", (0.0, 1.0, 3.0, 10.0)),
     ]
     for index, override in enumerate(message.pod_timings):

@@ -2,7 +2,8 @@
 
 Real pods never run on the scenario's exact timings: a signal lands a few milliseconds late, an agent notices
 a failure on its next monitor tick. A scenario whose verdict changes when its times move by up to
-`JITTER_SECONDS` is a race, and a real run of it may end in any verdict of that neighbourhood; a scenario whose
+`JITTER_SECONDS` (or whose agents look at their workers at another phase of the monitor interval) is a race,
+and a real run of it may end in any verdict of that neighbourhood; a scenario whose
 neighbourhood has one verdict must be matched field for field.
 """
 
@@ -42,6 +43,8 @@ def jittered(spec: ScenarioSpec, rng: random.Random) -> ScenarioSpec:
             upload=_moved(timing.upload, rng),
             detection=_moved(timing.detection, rng),
             peer_failure_after=None if peer is None else _moved(peer, rng),
+            # the real runner does not place the agents' monitor polls: their phase is anywhere in an interval
+            first_poll=rng.uniform(0.0, timing.monitor_interval) or timing.monitor_interval,
         )
     attempts = []
     for events in spec.attempts:

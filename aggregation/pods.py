@@ -7,19 +7,23 @@ entrypoint uploads and when it exits. What differs between plugin variants is as
 
 Sources: flytekit `entrypoint.py` `_dispatch_execute` (file names, kinds, exit 0), torch elastic
 `PContext.start` (handlers only after the first rendezvous), `SimpleElasticAgent.run` (shutdown
-before re-raise), `errors/error_handler.py` (`int(time.time())` stamps).
+before re-raise), `SimpleElasticAgent._invoke_run` (a look at the workers every monitor interval, the exit
+barrier after success), `MultiprocessContext._poll` (a failed worker counts once its process is gone; finished
+workers are joined), `errors/error_handler.py` (`int(time.time())` stamps).
 """
 
 from __future__ import annotations
 
 import enum
 import hashlib
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional
 
 from flyteidl.core import errors_pb2
 from google.protobuf.message import DecodeError
 
+from aggregation import defaults
 from aggregation.documents import error_document
 from aggregation.engine import Clock, Scheduled
 from aggregation.plugin_variants import PodPlugin, plugin_for
@@ -46,6 +50,8 @@ class PodState(enum.Enum):
     STARTING = "starting"  # in the first rendezvous: torch has no signal handlers yet
     TRAINING = "training"
     FAILING = "failing"  # a worker failed; the agent has not noticed yet
+    FINISHED = "finished"  # the workers returned; the agent has not noticed yet (a signal still stops it)
+    AT_EXIT_BARRIER = "at_exit_barrier"  # the agent saw its workers finish and waits for the other agents
     WAITING = "waiting"  # back in rendezvous, waiting for a peer
     REPORTING = "reporting"  # a consequence to report: the plugin first waits for a sibling's report
     STOPPING = "stopping"  # the entrypoint is on its way out
@@ -155,6 +161,7 @@ class Pod:
         self.offset = timing.clock_offset  # this node's clock minus true time: every stamp it writes
         self.state = PodState.STARTING
         self.restarts_left = timing.restarts  # torch elastic's remaining_restarts, this agent's own
+        self.workers_started = 0.0  # when the current worker group started: the agent's monitor polls count from it
         self._course: list[Scheduled] = []  # reactions that a change of course cancels
         self.clock.at(timing.rendezvous, self._rendezvous_done)
 
@@ -201,9 +208,19 @@ class Pod:
         self._later(self.timing.upload, uploaded)
 
     # --- reactions -----------------------------------------------------------------------------
+    def _next_poll(self, visible: float) -> float:
+        """The agent's first look at its workers at or after `visible`: torch `_invoke_run` sleeps one monitor
+        interval, looks, and repeats, from the moment it started the worker group."""
+        first = self.workers_started + self.timing.first_poll_after_start()
+        if visible <= first:
+            return first
+        interval = self.timing.monitor_interval
+        return first + math.ceil((visible - first) / interval - 1e-9) * interval
+
     def _rendezvous_done(self) -> None:
         if self.state is PodState.STARTING:
             self.state = PodState.TRAINING
+            self.workers_started = self.clock.now
             self._log(What.RENDEZVOUS_DONE)
 
     def _sibling_report(self) -> Optional[str]:
@@ -234,7 +251,7 @@ class Pod:
             self._exit(SIGTERM_EXIT, "killed by SIGTERM during the first rendezvous, no error file")
             self.group.peer_died(self, arrived)
             return
-        had_workers = self.state in (PodState.TRAINING, PodState.FAILING)
+        had_workers = self.state in (PodState.TRAINING, PodState.FAILING, PodState.FINISHED)
         left_rendezvous = self.state is PodState.STARTING
         self._change_course(PodState.STOPPING)
         shutdown = self.timing.shutdown if had_workers else 0.0
@@ -280,7 +297,9 @@ class Pod:
             message or "worker failed",
             genuine,
         )
-        self._later(self.timing.detection, lambda: self._on_child_failed(record))
+        # the failed worker counts once its process is gone, at the agent's next look; collecting it takes `detection`
+        noticed = self._next_poll(failed_at + self.timing.worker_exit) + self.timing.detection
+        self._later(noticed - failed_at, lambda: self._on_child_failed(record))
 
     def _on_child_failed(self, record: ErrorRecord) -> None:
         if self.restarts_left > 0:
@@ -363,14 +382,32 @@ class Pod:
         """The rendezvous round completed with every pod: a new worker group trains."""
         if self.state is PodState.WAITING:
             self._change_course(PodState.TRAINING)
+            self.workers_started = self.clock.now
             self._log(What.RENDEZVOUS_DONE, reason=WORKERS_RESTARTED)
 
     def complete(self) -> None:
-        """Training finished: rank 0 returns the outputs, the others raise IgnoreOutputs."""
+        """The workers return. The agent sees it at its next look, joins the worker processes, and waits at the exit
+        barrier for the other agents; until it passes the barrier a signal still stops it (torch `run`)."""
         if self.state is not PodState.TRAINING:
             return
-        self._change_course(PodState.STOPPING)
+        self._change_course(PodState.FINISHED)
         self._log(What.TRAINING_COMPLETE)
+        joined = self._next_poll(self.clock.now) + self.timing.worker_exit
+        self._later(joined - self.clock.now, self._at_exit_barrier)
+
+    def _at_exit_barrier(self) -> None:
+        self._change_course(PodState.AT_EXIT_BARRIER)
+        self._log(What.EXIT_BARRIER)
+        self._later(defaults.EXIT_BARRIER_TIMEOUT_SECONDS, lambda: self.exit_barrier_passed("timed out"))
+        self.group.arrived_at_exit_barrier(self)
+
+    def exit_barrier_passed(self, why: str) -> None:
+        """The agent returns success: rank 0's entrypoint writes the outputs, the others raise IgnoreOutputs. A
+        barrier that fails (timed out, the store gone) is only logged by torch: the agent succeeds all the same."""
+        if self.state is not PodState.AT_EXIT_BARRIER:
+            return
+        self._change_course(PodState.STOPPING)
+        self._log(What.EXIT_BARRIER_PASSED, reason=why)
         self._finish(None, outputs=self.rank0 and self.world.spec.outputs_declared)
 
     def checkpoint(self) -> bool:
@@ -481,11 +518,22 @@ class SimulatedPods:
 
             pod.clock.at(done, round_complete)
 
+    def arrived_at_exit_barrier(self, pod: Pod) -> None:
+        """torch `_exit_barrier`: every agent of the job must arrive; without the store it fails at once."""
+        pods = list(self.pods.values())
+        if self.store_host.state is PodState.EXITED:
+            pod.exit_barrier_passed("the rendezvous store is gone")
+        elif all(p.state is PodState.AT_EXIT_BARRIER for p in pods):
+            for p in pods:
+                p.exit_barrier_passed("every agent arrived")
+
     def exited(self, pod: Pod) -> None:
         if pod is self.store_host:
             for other in self.pods.values():
                 if other.state is PodState.WAITING:
                     other.rendezvous_lost(pod.name)
+                elif other.state is PodState.AT_EXIT_BARRIER:
+                    other.exit_barrier_passed("the rendezvous store is gone")
 
     def peer_died(self, pod: Pod, at: float) -> None:
         # One process group spans every pod: the first death breaks it for everyone; later deaths change nothing.

@@ -52,6 +52,12 @@ class PodTiming:
     restarts: int = 0  # worker-group restarts this pod's agent has left (job.max_restarts; >= 1 if it waits)
     clock_offset: float = 0.0  # this node's clock minus true time: shifts the stamps it writes, not its actions
     exit: float = defaults.EXIT_SECONDS  # the entrypoint is done -> the pod's process has exited
+    monitor_interval: float = defaults.MONITOR_INTERVAL_SECONDS  # the job's: the agent looks at its workers this often
+    worker_exit: float = defaults.WORKER_EXIT_SECONDS["spawn"]  # a worker returned or raised -> its process is gone
+    first_poll: Optional[float] = None  # workers started -> the agent's first look (None: one monitor interval)
+
+    def first_poll_after_start(self) -> float:
+        return self.monitor_interval if self.first_poll is None else self.first_poll
 
 
 EVENT_KINDS = ("preemption", "worker_error", "completion", "checkpoint", "storage_outage", "truncated_upload")
@@ -125,6 +131,8 @@ def _timing(base: PodTiming, message: pb.PodTimings) -> PodTiming:
         ("failure_detection_seconds", "detection"),
         ("clock_offset_seconds", "clock_offset"),
         ("exit_seconds", "exit"),
+        ("worker_exit_seconds", "worker_exit"),
+        ("first_monitor_poll_seconds", "first_poll"),
     ):
         if message.HasField(proto_name):
             values[attribute] = getattr(message, proto_name)
@@ -371,6 +379,7 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         "upload_seconds",
         "failure_detection_seconds",
         "exit_seconds",
+        "worker_exit_seconds",
     ):
         for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
             if timings.HasField(proto_name):
@@ -384,7 +393,33 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
                 f"must be within +-{defaults.MAX_CLOCK_OFFSET_SECONDS:g} s, got {offset}",
             )
     join_timeout = job.join_timeout_seconds if job.HasField("join_timeout_seconds") else defaults.JOIN_TIMEOUT_SECONDS
-    base = _timing(PodTiming(join_timeout=join_timeout, restarts=job.max_restarts), message.timings)
+    interval = (
+        job.monitor_interval_seconds if job.HasField("monitor_interval_seconds") else defaults.MONITOR_INTERVAL_SECONDS
+    )
+    if not 0 < interval <= defaults.MAX_MONITOR_INTERVAL_SECONDS:
+        raise where.error(
+            where.line_of("monitor_interval_seconds"),
+            "job.monitor_interval_seconds",
+            f"must be > 0 and at most {defaults.MAX_MONITOR_INTERVAL_SECONDS:g}, got {interval}",
+        )
+    for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
+        first = timings.first_monitor_poll_seconds
+        if timings.HasField("first_monitor_poll_seconds") and not 0 < first <= interval:
+            raise where.error(
+                where.line_of("first_monitor_poll_seconds", occurrence),
+                "timings.first_monitor_poll_seconds",
+                f"must be > 0 and at most the monitor interval ({interval:g} s), got {first}",
+            )
+    start_method = "fork" if job.start_method == pb.FORK else "spawn"
+    base = _timing(
+        PodTiming(
+            join_timeout=join_timeout,
+            restarts=job.max_restarts,
+            monitor_interval=interval,
+            worker_exit=defaults.WORKER_EXIT_SECONDS[start_method],
+        ),
+        message.timings,
+    )
     timings = {pod: base for pod in pods}
     for index, override in enumerate(message.pod_timings):
         if override.pod not in timings:

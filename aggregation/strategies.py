@@ -24,6 +24,7 @@ from typing import Optional, Sequence
 from google.protobuf import text_format
 from hypothesis import strategies as st
 
+from aggregation import defaults
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.scenario import ScenarioSource, ScenarioSpec
 
@@ -40,7 +41,7 @@ def _seconds(low: float, high: float) -> st.SearchStrategy[float]:
 
 
 @st.composite
-def _timings(draw, playable: bool) -> pb.PodTimings:
+def _timings(draw, playable: bool, monitor_interval: float) -> pb.PodTimings:
     timings = pb.PodTimings()
     if draw(st.booleans()):
         timings.agent_shutdown_seconds = draw(_seconds(0.01, 0.4 if playable else 8.0))
@@ -48,7 +49,11 @@ def _timings(draw, playable: bool) -> pb.PodTimings:
         if draw(st.booleans()):
             timings.upload_seconds = draw(_seconds(0.001, 3.0))
         if draw(st.booleans()):
-            timings.failure_detection_seconds = draw(_seconds(0.1, 7.0))
+            timings.failure_detection_seconds = draw(_seconds(0.0, 3.0))
+        if draw(st.booleans()):
+            timings.worker_exit_seconds = draw(_seconds(0.0, 1.0))
+        if draw(st.booleans()):
+            timings.first_monitor_poll_seconds = draw(_seconds(0.001, monitor_interval))
         if draw(st.booleans()):
             timings.rendezvous_seconds = draw(_seconds(0.5, 5.0))
         reaction = draw(st.sampled_from(["default", "fail", "wait"]))
@@ -116,6 +121,14 @@ def scenarios(
     job.max_restarts = draw(st.integers(0, 0 if playable else 2))
     if job.max_restarts:
         job.join_timeout_seconds = draw(_seconds(5.0, 60.0))
+    # real runs notice finished and failed workers one monitor interval late at most: keep a playable sample quick
+    if playable:
+        job.monitor_interval_seconds = draw(st.sampled_from([0.5, 1.0]))
+    elif draw(st.booleans()):
+        job.monitor_interval_seconds = draw(_seconds(0.1, 10.0))
+    interval = (
+        job.monitor_interval_seconds if job.HasField("monitor_interval_seconds") else defaults.MONITOR_INTERVAL_SECONDS
+    )
     if not playable and draw(st.booleans()):
         job.termination_grace_period_seconds = draw(_seconds(1.0, 30.0))
 
@@ -132,10 +145,10 @@ def scenarios(
     if draw(st.booleans()):
         propeller.max_node_retries_system_failures = draw(st.integers(0, 3))
 
-    message.timings.CopyFrom(draw(_timings(playable)))
+    message.timings.CopyFrom(draw(_timings(playable, interval)))
     for pod in draw(st.lists(st.sampled_from(pods), unique=True, max_size=len(pods))):
         override = message.pod_timings.add(pod=pod)
-        override.timings.CopyFrom(draw(_timings(playable)))
+        override.timings.CopyFrom(draw(_timings(playable, interval)))
         if draw(st.booleans()):
             override.timings.clock_offset_seconds = draw(_seconds(-0.25, 0.25))
 

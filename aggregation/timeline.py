@@ -19,7 +19,9 @@ class What(NamedEnum):
     RENDEZVOUS_LOST = "rendezvous_lost"  # the agent hosting the rendezvous store is gone
     RESTARTS_WORKERS = "restarts_workers"  # torch elastic max_restarts: the agent restarts its worker group
     CHECKPOINT = "checkpoint"
-    TRAINING_COMPLETE = "training_complete"
+    TRAINING_COMPLETE = "training_complete"  # the workers returned (their agent notices at its next look)
+    EXIT_BARRIER = "exit_barrier"  # the agent saw its workers finish and waits for the other agents
+    EXIT_BARRIER_PASSED = "exit_barrier_passed"  # the agent returns success
     SIGTERM = "sigterm"
     SIGNAL_LOST = "signal_lost"  # inside os.fork(), fork start method
     SIGKILL = "sigkill"
@@ -82,7 +84,11 @@ class Event(NamedTuple):
         if what is w.CHECKPOINT:
             return "writes a checkpoint"
         if what is w.TRAINING_COMPLETE:
-            return "training complete"
+            return "training complete: the workers return"
+        if what is w.EXIT_BARRIER:
+            return "agent sees its workers finished; waits at the exit barrier for the other agents"
+        if what is w.EXIT_BARRIER_PASSED:
+            return f"agent passes the exit barrier ({self.reason}) and returns"
         if what is w.SIGTERM:
             return f"SIGTERM ({self.reason})"
         if what is w.SIGNAL_LOST:

@@ -137,7 +137,12 @@ class RealPods:
             timing = spec.timings[pod]
             shutdown = timing.shutdown
             # restarts and join timeout are each agent's own: a pod the scenario says has restarts left gets them
-            workload = replace(self.workload, max_restarts=timing.restarts, join_timeout=timing.join_timeout)
+            workload = replace(
+                self.workload,
+                max_restarts=timing.restarts,
+                join_timeout=timing.join_timeout,
+                monitor_interval=timing.monitor_interval,
+            )
             pod_spec = PodSpec(
                 name=pod,
                 task_args=tuple(workload.loader_args()),

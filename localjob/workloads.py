@@ -43,9 +43,6 @@ from flytekitplugins.kfpytorch import Elastic as UpstreamElastic
 
 from plugin import Elastic as RecoverableElastic
 
-#: flytekit's Elastic default is 5 s; a shorter interval keeps the tests quick without changing
-#: what happens (signals interrupt the agent's monitor sleep either way).
-MONITOR_INTERVAL_SECONDS = 0.5
 VARIANTS = ("upstream", "recoverable")
 
 
@@ -186,6 +183,9 @@ class Workload:
     # rdzv_configs["join_timeout"]: flytekit's Elastic default, as aggregation.defaults.JOIN_TIMEOUT_SECONDS (not
     # imported: every pod and worker imports this module, and the aggregation package would slow their start)
     join_timeout: float = 900.0
+    # flytekit's Elastic(monitor_interval=) default (aggregation.defaults.MONITOR_INTERVAL_SECONDS): the agent looks at
+    # its workers this often, so a finished or failed worker group is noticed up to this late
+    monitor_interval: float = 5.0
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -194,14 +194,15 @@ class Workload:
             raise ValueError(f"start method {self.start_method!r} is neither spawn nor fork")
         if not re.fullmatch(r"[1-9][0-9]*(:[1-9][0-9]*)?", self.nnodes):
             raise ValueError(f"nnodes {self.nnodes!r} is neither N nor MIN:MAX")
-        if self.nproc_per_node < 1 or self.max_restarts < 0 or not self.join_timeout > 0:
+        positive = self.join_timeout > 0 and self.monitor_interval > 0
+        if self.nproc_per_node < 1 or self.max_restarts < 0 or not positive:
             raise ValueError(f"impossible workload {self}")
 
     def loader_args(self) -> list[str]:
         return [
             "variant", self.variant, "start-method", self.start_method, "nnodes", self.nnodes,
             "nproc-per-node", str(self.nproc_per_node), "max-restarts", str(self.max_restarts),
-            "join-timeout", repr(self.join_timeout),
+            "join-timeout", repr(self.join_timeout), "monitor-interval", repr(self.monitor_interval),
         ]  # fmt: skip
 
     @classmethod
@@ -214,6 +215,7 @@ class Workload:
             nproc_per_node=int(values["nproc-per-node"]),
             max_restarts=int(values["max-restarts"]),
             join_timeout=float(values["join-timeout"]),
+            monitor_interval=float(values["monitor-interval"]),
         )
 
     def task(self) -> PythonFunctionTask:
@@ -230,7 +232,7 @@ class Workload:
             nnodes=nnodes,
             nproc_per_node=self.nproc_per_node,
             start_method=self.start_method,
-            monitor_interval=MONITOR_INTERVAL_SECONDS,
+            monitor_interval=self.monitor_interval,
             max_restarts=self.max_restarts,
             rdzv_configs=rendezvous,
         )

@@ -60,7 +60,9 @@ def workload(variant: str, start_method: str = "spawn", nnodes: str = "1", nproc
     """The elastic task a pod runs (`localjob.workloads.Workload`, built in the pod by its task resolver)."""
     from localjob.workloads import Workload
 
-    return Workload(variant, start_method, nnodes, nproc_per_node)
+    # a tenth of flytekit's 5 s monitor interval: these tests are about what the plugin writes, not when the
+    # agent notices its workers, and a quick look keeps the real set within CI's time
+    return Workload(variant, start_method, nnodes, nproc_per_node, monitor_interval=0.5)
 
 
 def run_pod(tmp_path: Path, workload, error_aggregation: bool = True, **env) -> tuple[int, Path, Path, str]:

@@ -75,7 +75,7 @@ def test_sweep_and_demo_tables_keep_every_header_and_count_whole(columns):
         for words in ("retried", "failed permanently", "succeeded silently", "genuine error masked", "recoverable"):
             assert words in text.replace("\n", " ").replace("│", " ") or words in text, (columns, words)
         assert "(100%)" in text and not any(line.rstrip().endswith("(") for line in text.splitlines())
-    assert "5184" in demo
+    assert "10368" in demo
 
 
 def test_sweep_counterexamples_end_with_the_file_that_won_and_the_decision():

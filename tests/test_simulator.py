@@ -433,8 +433,14 @@ def test_failed_rounds_are_retried_and_a_later_round_reads_the_prefix_as_it_is_t
 def test_a_sibling_s_later_write_replaces_the_file_that_failed_the_rounds():
     execution = run("truncated_error_pb_replaced", "seed-pr")
     failed = rounds(execution, What.ROUND_FAILED)
-    # the cut file is visible from the job's Succeeded (the preempted pod's exit) until the survivor's write
-    assert len(failed) == 1 and all("cannot parse invalid wire-format data" in e.reason for e in failed)
+    # the cut file is what propeller reads from the job's Succeeded (the preempted pod's exit) until the survivor's
+    # write replaces it: every round before that write fails, the first one after it reads the survivor's error
+    (survivor_write,) = [
+        e.at for e in execution.attempts[0].timeline if e.what is What.UPLOAD and e.actor == "train-worker-0"
+    ]
+    assert failed and all("cannot parse invalid wire-format data" in e.reason for e in failed)
+    assert all(e.at < survivor_write for e in failed)
+    assert execution.attempts[0].observed_at >= survivor_write
     assert execution.attempts[0].outcome.error.code == "USER:RuntimeError"
 
 
@@ -553,7 +559,7 @@ def test_the_demo_sweep_holds_for_the_recoverable_plugin_under_both_readers_and_
         source = read_scenario(str(SCENARIOS / f"{name}.textproto"))
         variations = default_variations(source)
         assert any("clock_offset_seconds" in v.field for v in variations)
-        result = sweep(source, variations, samples=10_000, plugins=("recoverable",))
+        result = sweep(source, variations, samples=20_000, plugins=("recoverable",))
         assert result.exhaustive
         for cell in result.cells:
             assert cell.counts[good] == cell.total and cell.masked == 0, (name, cell.aggregation, cell.counts)
@@ -624,3 +630,79 @@ def test_a_pod_exits_exit_seconds_after_its_upload_lands():
     [upload] = [u for u in attempt.uploads if u.pod == "b"]
     assert attempt.exits["b"] == (0, pytest.approx(upload.at + 0.7))
     assert attempt.job_terminal_at == pytest.approx(upload.at + 0.7)
+
+
+# --- torch's agent looks at its workers once per monitor interval (torch 2.13
+#     `torch/distributed/elastic/agent/server/api.py` `SimpleElasticAgent._invoke_run` and `_exit_barrier`,
+#     `torch/distributed/elastic/multiprocessing/api.py` `MultiprocessContext._poll`)
+
+
+def agent_raises_at(spec, pod="a"):
+    (raised,) = [e.at for e in spec.attempts[0].timeline if e.what is What.AGENT_RAISES and e.actor == pod]
+    return raised
+
+
+def test_a_failed_worker_is_noticed_at_the_agent_s_next_look_after_its_process_is_gone():
+    """`_invoke_run` sleeps `monitor_interval` from the worker group's start, then looks; `_poll` sees a failed worker
+    only once its process has exited. Workers start at 2 s (rendezvous), the agent looks at 7, 12, ... 32, 37."""
+    error = 'events { at_seconds: 30 pod: "a" worker_error { message: "ValueError: bad batch" } }'
+    # gone at 30.5 (worker_exit 0.5, spawn) -> the look at 32 -> collected 1 s later
+    assert agent_raises_at(simulate(scenario(error))) == pytest.approx(33.0)
+    # gone at 32.5: one look later
+    assert agent_raises_at(simulate(scenario(error, timings="worker_exit_seconds: 2.5"))) == pytest.approx(38.0)
+    # looks at 2.2 + 5k: the one at 32.2
+    assert agent_raises_at(simulate(scenario(error, timings="first_monitor_poll_seconds: 0.2"))) == pytest.approx(33.2)
+    # flytekit's Elastic(monitor_interval=1): looks every second, the one at 31
+    assert agent_raises_at(simulate(scenario(error, job="monitor_interval_seconds: 1"))) == pytest.approx(32.0)
+    # fork: the failed worker is gone 0.01 s later; the look at 32 still decides
+    assert agent_raises_at(simulate(scenario(error, job="start_method: FORK"))) == pytest.approx(33.0)
+
+
+def test_finished_workers_are_seen_at_the_next_look_and_until_then_a_signal_is_a_preemption():
+    """`_poll` counts a finished group once every worker has returned; `run` turns a SIGTERM into `SignalException`
+    until the agent has passed `_exit_barrier`. Completion at 30, the look at 32, joined at 32.5."""
+    completion = "events { at_seconds: 30 completion {} }"
+    clean = simulate(scenario(completion)).attempts[0]
+    passed = [e for e in clean.timeline if e.what is What.EXIT_BARRIER_PASSED]
+    assert [(e.actor, e.at) for e in passed] == [("a", pytest.approx(32.5)), ("b", pytest.approx(32.5))]
+    assert all(e.reason == "every agent arrived" for e in passed)
+    assert clean.decision.decision.value == "SUCCEED"
+
+    early = simulate(scenario(completion + ' events { at_seconds: 31 pod: "b" preemption {} }')).attempts[0]
+    assert any(e.what is What.SIGNAL_CAUGHT and e.actor == "b" for e in early.timeline)
+    assert early.decision.decision.value == "RETRY" and early.outcome.error.code == "USER:Recoverable"
+    upstream = simulate(scenario(completion + ' events { at_seconds: 31 pod: "b" preemption {} }', plugin="upstream"))
+    assert any(e.what is What.SIGNAL_CAUGHT and e.reason == "IgnoreOutputs" for e in upstream.attempts[0].timeline)
+
+    late = simulate(scenario(completion + ' events { at_seconds: 33 pod: "b" preemption {} }')).attempts[0]
+    assert not any(e.what is What.SIGNAL_CAUGHT for e in late.timeline) and late.decision.decision.value == "SUCCEED"
+
+
+def test_the_exit_barrier_waits_for_every_agent_unless_the_store_is_gone():
+    """`_exit_barrier` waits `exit_barrier_timeout` (300 s) for every agent; its failure is only logged, so an agent
+    whose store host (worker 0's agent) has exited passes at once and returns success."""
+    completion = "events { at_seconds: 30 completion {} }"
+    host_preempted = simulate(scenario(completion + ' events { at_seconds: 31 pod: "a" preemption {} }'))
+    [b_passes] = [e for e in host_preempted.attempts[0].timeline if e.what is What.EXIT_BARRIER_PASSED]
+    assert b_passes.actor == "b" and b_passes.at == pytest.approx(32.5)
+    assert b_passes.reason == "the rendezvous store is gone"
+
+    peer_preempted = simulate(scenario(completion + ' events { at_seconds: 31 pod: "b" preemption {} }'))
+    timeline = peer_preempted.attempts[0].timeline
+    assert any(e.what is What.EXIT_BARRIER and e.actor == "a" for e in timeline)
+    assert all(e.at >= 332.5 for e in timeline if e.what is What.EXIT_BARRIER_PASSED)
+
+
+@pytest.mark.parametrize(
+    "job, timings, message",
+    [
+        ("monitor_interval_seconds: 0", "", "job.monitor_interval_seconds: must be > 0"),
+        ("monitor_interval_seconds: 7200", "", "job.monitor_interval_seconds: must be > 0 and at most 3600"),
+        ("", "first_monitor_poll_seconds: 6", "timings.first_monitor_poll_seconds: must be > 0 and at most"),
+        ("", "worker_exit_seconds: -1", "timings.worker_exit_seconds: must be >= 0"),
+    ],
+)
+def test_impossible_monitor_timings_name_their_field(job, timings, message):
+    with pytest.raises(ScenarioError) as raised:
+        scenario(job=job, timings=timings)
+    assert message in str(raised.value)
