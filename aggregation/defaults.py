@@ -44,15 +44,16 @@ EXIT_BARRIER_TIMEOUT_SECONDS = 300.0
 RENDEZVOUS_SECONDS = 2.0
 SHUTDOWN_SECONDS = 0.03  # SIGTERM -> SignalException caught, workers obeying SIGTERM
 UPLOAD_SECONDS = 0.05
-# The agent's monitor poll finds a failed worker -> it raises ChildFailedError (collects the failure, stops the
-# other workers). Measured with torch's own `start_processes` (2 gloo workers, one raising): 0.01 s when the
-# agent has handled a failure before, 1.3-2.1 s for a fresh agent's first one (lazy imports); every pod's agent is
-# fresh, but a real pod has imported more already. 1 s is a middle value.
-DETECTION_SECONDS = 1.0
-# A worker's function returned or raised -> its process is gone (the agent sees a failure only then; a finished
-# group is joined this long). Measured the same way: spawn 0.44-0.63 s (the interpreter unloads torch), fork
-# 0.01-0.03 s.
-WORKER_EXIT_SECONDS = {"spawn": 0.5, "fork": 0.01}
+# Worker-group phases, measured in real pods (2 pods x 2 gloo workers, real pyflyte-execute, LOGLEVEL=INFO for the
+# agent's own timestamps, monitor interval 0.5 s; README "Timings"):
+# the agent's poll finds a failed worker -> flytekit's entrypoint catches ChildFailedError: 1.25-2.09 s spawn,
+# 1.30-1.87 s fork (the agent collects the failure and stops the other workers; its first failure is slow)
+DETECTION_SECONDS = 1.5
+# a worker raised -> its process is gone (the poll sees a failure only then): 1.1-2.0 s spawn, under 0.25 s fork
+FAILED_WORKER_EXIT_SECONDS = {"spawn": 1.5, "fork": 0.05}
+# the poll finds every worker returned -> their processes are gone (joined before the exit barrier): 2.17-2.59 s
+# spawn (the interpreters unload flytekit and torch), 0.04-0.10 s fork
+FINISHED_WORKER_EXIT_SECONDS = {"spawn": 2.4, "fork": 0.07}
 # The entrypoint is done -> the pod's process has exited (torch tears down the rendezvous, the interpreter unloads
 # torch). Measured 0.62-0.80 s, median 0.70 (12 runs, `aggsim calibrate`, README "Timings"). It decides races: an
 # upstream pod that writes nothing makes an elastic job Succeeded only when it exits.

@@ -298,7 +298,7 @@ class Pod:
             genuine,
         )
         # the failed worker counts once its process is gone, at the agent's next look; collecting it takes `detection`
-        noticed = self._next_poll(failed_at + self.timing.worker_exit) + self.timing.detection
+        noticed = self._next_poll(failed_at + self.timing.failed_worker_exit) + self.timing.detection
         self._later(noticed - failed_at, lambda: self._on_child_failed(record))
 
     def _on_child_failed(self, record: ErrorRecord) -> None:
@@ -392,7 +392,7 @@ class Pod:
             return
         self._change_course(PodState.FINISHED)
         self._log(What.TRAINING_COMPLETE)
-        joined = self._next_poll(self.clock.now) + self.timing.worker_exit
+        joined = self._next_poll(self.clock.now) + self.timing.finished_worker_exit
         self._later(joined - self.clock.now, self._at_exit_barrier)
 
     def _at_exit_barrier(self) -> None:

@@ -53,7 +53,8 @@ class PodTiming:
     clock_offset: float = 0.0  # this node's clock minus true time: shifts the stamps it writes, not its actions
     exit: float = defaults.EXIT_SECONDS  # the entrypoint is done -> the pod's process has exited
     monitor_interval: float = defaults.MONITOR_INTERVAL_SECONDS  # the job's: the agent looks at its workers this often
-    worker_exit: float = defaults.WORKER_EXIT_SECONDS["spawn"]  # a worker returned or raised -> its process is gone
+    failed_worker_exit: float = defaults.FAILED_WORKER_EXIT_SECONDS["spawn"]  # a worker raised -> its process is gone
+    finished_worker_exit: float = defaults.FINISHED_WORKER_EXIT_SECONDS["spawn"]  # all returned -> processes gone
     first_poll: Optional[float] = None  # workers started -> the agent's first look (None: one monitor interval)
 
     def first_poll_after_start(self) -> float:
@@ -131,7 +132,8 @@ def _timing(base: PodTiming, message: pb.PodTimings) -> PodTiming:
         ("failure_detection_seconds", "detection"),
         ("clock_offset_seconds", "clock_offset"),
         ("exit_seconds", "exit"),
-        ("worker_exit_seconds", "worker_exit"),
+        ("failed_worker_exit_seconds", "failed_worker_exit"),
+        ("finished_worker_exit_seconds", "finished_worker_exit"),
         ("first_monitor_poll_seconds", "first_poll"),
     ):
         if message.HasField(proto_name):
@@ -379,7 +381,8 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         "upload_seconds",
         "failure_detection_seconds",
         "exit_seconds",
-        "worker_exit_seconds",
+        "failed_worker_exit_seconds",
+        "finished_worker_exit_seconds",
     ):
         for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
             if timings.HasField(proto_name):
@@ -416,7 +419,8 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
             join_timeout=join_timeout,
             restarts=job.max_restarts,
             monitor_interval=interval,
-            worker_exit=defaults.WORKER_EXIT_SECONDS[start_method],
+            failed_worker_exit=defaults.FAILED_WORKER_EXIT_SECONDS[start_method],
+            finished_worker_exit=defaults.FINISHED_WORKER_EXIT_SECONDS[start_method],
         ),
         message.timings,
     )

@@ -51,7 +51,9 @@ def _timings(draw, playable: bool, monitor_interval: float) -> pb.PodTimings:
         if draw(st.booleans()):
             timings.failure_detection_seconds = draw(_seconds(0.0, 3.0))
         if draw(st.booleans()):
-            timings.worker_exit_seconds = draw(_seconds(0.0, 1.0))
+            timings.failed_worker_exit_seconds = draw(_seconds(0.0, 3.0))
+        if draw(st.booleans()):
+            timings.finished_worker_exit_seconds = draw(_seconds(0.0, 3.0))
         if draw(st.booleans()):
             timings.first_monitor_poll_seconds = draw(_seconds(0.001, monitor_interval))
         if draw(st.booleans()):

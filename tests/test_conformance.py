@@ -44,10 +44,12 @@ REAL_OUTCOME = {
 
 @pytest.mark.race
 def test_upstream_plugin_preemption_race_is_predicted_by_the_sweep(tmp_path):
-    """The incident, for real, where it is a race: the upstream pod exits 0 with nothing, the job is
-    Succeeded, and whether propeller also sees the survivor's consequential error depends on who is
-    faster. The real outcome varies between runs; every one that occurs must be one the simulator's sweep
-    (over upload latency, failure detection and the agents' monitor phase) predicts.
+    """The incident, for real: the upstream pod exits 0 with nothing and the job is Succeeded; whether propeller
+    also sees the survivor's consequential error depends on who is faster. Every real outcome must be one the
+    simulator's sweep predicts over the measured ranges of the survivor's phases (upload, its failed worker's exit,
+    the catch after the look) and wherever its agent's looks fall. With the measured phases the survivor's error
+    lands 2 s or more after the signal, after propeller's look (1 s after the preempted pod's exit), so the sweep
+    predicts a silent success only; a longer observation delay makes it a race (`aggsim sweep`).
     Runs: AGGSIM_CONFORMANCE_RUNS (default 1)."""
     import os
     from collections import Counter
@@ -61,12 +63,13 @@ def test_upstream_plugin_preemption_race_is_predicted_by_the_sweep(tmp_path):
     path = str(SCENARIOS / "preemption_during_training.textproto")
     variations = [
         Variation("timings.upload_seconds", (0.05, 0.5, 1.0, 2.0)),
-        Variation("timings.failure_detection_seconds", (0.5, 1.0, 2.0)),
-        # where the survivor's agent's monitor polls fall: the real runner does not place them
+        Variation("timings.failed_worker_exit_seconds", (1.1, 1.5, 2.0)),
+        Variation("timings.failure_detection_seconds", (1.25, 1.5, 2.1)),
+        # where the survivor's agent's looks fall: the real runner does not place them
         Variation("timings.first_monitor_poll_seconds", (0.5, 1.5, 2.5, 3.5, 4.5)),
     ]
     predicted = sweep(read_scenario(path), variations, plugins=("upstream",), flags=(True,)).cells[0].counts
-    assert set(predicted) == {"SUCCEEDED_SILENTLY", "FAILED_PERMANENTLY"}  # the race the simulator knows
+    assert "SUCCEEDED_SILENTLY" in predicted  # the incident: a preempted training run ends green
     spec = load_scenario(path, "upstream")
     observed = Counter()
     for run in range(int(os.environ.get("AGGSIM_CONFORMANCE_RUNS", "1"))):
