@@ -32,8 +32,8 @@ test-real: $(STAMP)
 	bash .ci/system-packages
 	AGGSIM_CONFORMANCE_RUNS=2 $(BIN)/python -m pytest -q -m "slow or race"
 
-# A seeded sample of generated scenarios on real pods (AGGSIM_SAMPLE_SEED). Not yet in test-real: its current
-# sample finds a real disagreement with the model (see the README), which issue 11 keeps open.
+# A seeded sample of generated scenarios on real pods (AGGSIM_SAMPLE_SEED). Not yet in test-real: under CPU load
+# one scenario of its sample still disagrees with the model (see the README), which issue 11 keeps open.
 test-generated: $(STAMP)
 	bash .ci/system-packages
 	$(BIN)/python -m pytest -q -s -m generated

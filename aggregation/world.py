@@ -73,14 +73,17 @@ class Kubelet:
         self.kill_scheduled: set[str] = set()
 
     def terminate(self, pod: str, why: str, lands_during_fork: bool = False) -> bool:
-        """SIGTERM `pod` if it still runs; the first signal's deadline for SIGKILL stands. True if delivered."""
+        """SIGTERM `pod` if it still runs and is not already being stopped. True if delivered.
+
+        The kubelet stops a pod's containers once (kubelet `pod_workers.go`: a kill request for a pod already
+        terminating only keeps, or shortens, its grace period; the grace period here is the job's, so it keeps it):
+        a second preemption or the operator's deletion of a terminating pod sends no second SIGTERM."""
         world = self.world
-        if pod in world.exits:
+        if pod in world.exits or pod in self.kill_scheduled:
             return False
         world.log(Event(world.clock.now, "kubelet", What.SIGTERM, target=pod, reason=why))
-        if pod not in self.kill_scheduled:
-            self.kill_scheduled.add(pod)
-            world.clock.at(world.clock.now + world.spec.grace, lambda: self.kill(pod))
+        self.kill_scheduled.add(pod)
+        world.clock.at(world.clock.now + world.spec.grace, lambda: self.kill(pod))
         world.pods.sigterm(pod, lands_during_fork)
         return True
 

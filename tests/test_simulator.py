@@ -722,3 +722,14 @@ def test_impossible_monitor_timings_name_their_field(job, timings, message):
     with pytest.raises(ScenarioError) as raised:
         scenario(job=job, timings=timings)
     assert message in str(raised.value)
+
+
+def test_the_kubelet_stops_a_pod_once_a_second_preemption_sends_no_second_sigterm():
+    """kubelet `pod_workers.go`: a kill request for a pod that is already terminating keeps its grace period and
+    does not signal it again. Measured: a second SIGTERM during a real pod's teardown made it exit non-zero, which
+    no kubelet does to a terminating pod (the generated sample's sample-8, seed 20261201)."""
+    twice = 'events { at_seconds: 30 pod: "b" preemption {} } events { at_seconds: 30.9 pod: "b" preemption {} }'
+    attempt = simulate(scenario(twice, timings="agent_shutdown_seconds: 40")).attempts[0]
+    sigterms = [e for e in attempt.timeline if e.what is What.SIGTERM and e.target == "b"]
+    assert [e.at for e in sigterms] == [30.0]
+    assert attempt.exits["b"] == (137, pytest.approx(60.0))  # SIGKILL the first signal's grace period later
