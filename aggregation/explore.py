@@ -21,7 +21,7 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from aggregation import defaults
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
-from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError, ScenarioSource
+from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError, ScenarioSource, monitor_interval_of
 from aggregation.simulate import Execution, simulate
 
 OUTCOMES = ("RETRIED", "FAILED_PERMANENTLY", "SUCCEEDED_SILENTLY", "SUCCEEDED", "STILL_RUNNING")
@@ -242,14 +242,12 @@ def _assign(message: pb.Scenario, path: str, value) -> None:
 def default_variations(source: ScenarioSource) -> list[Variation]:
     """The race's usual suspects, for a scenario with a preemption in its first attempt."""
     message = source.message
-    job = message.job
-    interval = (
-        job.monitor_interval_seconds if job.HasField("monitor_interval_seconds") else defaults.MONITOR_INTERVAL_SECONDS
-    )
+    interval = monitor_interval_of(message.job)
     variations = [
         Variation("timings.agent_shutdown_seconds", (0.03, 1.0, 5.0, 30.0)),
         Variation("timings.upload_seconds", (0.05, 1.0, 3.0)),
-        Variation("timings.failure_detection_seconds", (0.1, 2.0)),  # the measured range's ends
+        # a lone worker's quick catch, and the top of the measured catch for a pod with workers to stop
+        Variation("timings.failure_detection_seconds", (0.1, 2.0)),
         # where the agents' monitor polls fall within their interval: nothing places them
         Variation("timings.first_monitor_poll_seconds", tuple(round(interval * f, 3) for f in (0.1, 0.5, 0.9))),
         Variation("propeller.observation_delay_seconds", (0.0, 1.0, 3.0, 10.0)),

@@ -123,6 +123,13 @@ class ScenarioSpec:
         return replace(self, error_aggregation=on)
 
 
+def monitor_interval_of(job: pb.Job) -> float:
+    """The job's monitor interval: what it says, or flytekit's Elastic default."""
+    if job.HasField("monitor_interval_seconds"):
+        return job.monitor_interval_seconds
+    return defaults.MONITOR_INTERVAL_SECONDS
+
+
 def _timing(base: PodTiming, message: pb.PodTimings) -> PodTiming:
     values = {}
     for proto_name, attribute in (
@@ -396,9 +403,7 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
                 f"must be within +-{defaults.MAX_CLOCK_OFFSET_SECONDS:g} s, got {offset}",
             )
     join_timeout = job.join_timeout_seconds if job.HasField("join_timeout_seconds") else defaults.JOIN_TIMEOUT_SECONDS
-    interval = (
-        job.monitor_interval_seconds if job.HasField("monitor_interval_seconds") else defaults.MONITOR_INTERVAL_SECONDS
-    )
+    interval = monitor_interval_of(job)
     if not 0 < interval <= defaults.MAX_MONITOR_INTERVAL_SECONDS:
         raise where.error(
             where.line_of("monitor_interval_seconds"),

@@ -24,9 +24,8 @@ from typing import Optional, Sequence
 from google.protobuf import text_format
 from hypothesis import strategies as st
 
-from aggregation import defaults
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
-from aggregation.scenario import ScenarioSource, ScenarioSpec
+from aggregation.scenario import ScenarioSource, ScenarioSpec, monitor_interval_of
 
 PLUGINS = {"upstream": pb.UPSTREAM, "seed-pr": pb.SEED_PR, "recoverable": pb.RECOVERABLE}
 #: what a worker raises; none reads like a peer's loss (the real plugin would call that a consequence)
@@ -128,9 +127,7 @@ def scenarios(
         job.monitor_interval_seconds = draw(st.sampled_from([0.5, 1.0]))
     elif draw(st.booleans()):
         job.monitor_interval_seconds = draw(_seconds(0.1, 10.0))
-    interval = (
-        job.monitor_interval_seconds if job.HasField("monitor_interval_seconds") else defaults.MONITOR_INTERVAL_SECONDS
-    )
+    interval = monitor_interval_of(job)
     if not playable and draw(st.booleans()):
         job.termination_grace_period_seconds = draw(_seconds(1.0, 30.0))
 
