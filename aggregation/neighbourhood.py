@@ -5,6 +5,11 @@ a failure on its next monitor tick. A scenario whose verdict changes when its ti
 `JITTER_SECONDS` (or whose agents look at their workers at another phase of the monitor interval) is a race,
 and a real run of it may end in any verdict of that neighbourhood; a scenario whose
 neighbourhood has one verdict must be matched field for field.
+
+The neighbourhood also draws new error-file names (the scenario's `seed`): a real pod names its file
+`error-<uuid4>.pb`, so when two stamps tie, propeller's earliest reader keeps whichever the store lists first,
+and that is chance in a real run (measured: 2 pods x 1 fork worker, a worker error, aggregation on; both pods
+stamped the same second, and the survivor's file won in 5 runs of 6).
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ def _moved(value: float, rng: random.Random) -> float:
 
 def jittered(spec: ScenarioSpec, rng: random.Random) -> ScenarioSpec:
     """`spec` with every event's time and every pod's phase durations moved independently by up to the jitter
-    (events keep the order the file gives those at the same instant; none moves past the end of training)."""
+    (events keep the order the file gives those at the same instant; none moves past the end of training), and
+    new error-file names."""
     timings = {}
     for pod, timing in spec.timings.items():
         peer = timing.peer_failure_after
@@ -55,7 +61,7 @@ def jittered(spec: ScenarioSpec, rng: random.Random) -> ScenarioSpec:
                 at = min(at, spec.training_seconds)
             moved.append(replace(event, at=at))
         attempts.append(tuple(sorted(moved, key=lambda e: e.at)))
-    return replace(spec, timings=timings, attempts=tuple(attempts))
+    return replace(spec, timings=timings, attempts=tuple(attempts), seed=rng.getrandbits(64))
 
 
 def neighbourhood(spec: ScenarioSpec, samples: int = SAMPLES, seed: int = 0) -> Counter:

@@ -1,0 +1,47 @@
+"""Races: what a real run of a scenario may end in (`aggregation.neighbourhood`).
+
+A real pod names its error file `error-<uuid4 hex>.pb` (flytekit `entrypoint.py` `_build_error_file_name`, with
+`_F_DES` set), and propeller's earliest-error reader keeps the first file the store lists when stamps tie
+(flyteidl/flyte v1.16.8 `flytepropeller/pkg/controller/nodes/task/k8s/.../remote_file_output_reader.go`,
+`earliestFileErrorReader.ReadError`: only a strictly earlier stamp replaces the current pick). So a tie is a race
+in a real run even though the simulator's names are fixed by the scenario's seed.
+"""
+
+from __future__ import annotations
+
+import random
+
+from aggregation.neighbourhood import jittered, neighbourhood
+from aggregation.readers import RULE_TIE
+from aggregation.scenario import parse_scenario
+from aggregation.simulate import simulate
+
+# Two pods of one fork worker; pod 0's worker raises and pod 1's breaks on the lost peer within the same second,
+# so upstream's whole-second stamps tie (measured with real pods: the survivor's file won 5 runs of 6).
+TIED = """
+name: "tied"
+plugin: UPSTREAM
+job { pods: "train-worker-0" pods: "train-worker-1" nproc_per_node: 1 start_method: FORK }
+task { retries: 0 outputs_declared: true training_seconds: 30 }
+propeller { observation_delay_seconds: 1 error_aggregation: true }
+attempts { events { at_seconds: 12.4 pod: "train-worker-0" worker_error { message: "ValueError: bad batch" } } }
+"""
+
+
+def test_a_tie_on_stamps_is_a_race_between_the_tied_files():
+    spec = parse_scenario(TIED)
+    assert simulate(spec).attempts[0].read.rule == RULE_TIE
+    rng = random.Random(7)
+    tied_winners = set()
+    for _ in range(64):
+        attempt = simulate(jittered(spec, rng)).attempts[0]
+        if attempt.read.rule == RULE_TIE:
+            tied_winners.add(attempt.outcome.error.worker)
+    assert tied_winners == {"train-worker-0", "train-worker-1"}
+    assert {dict(key)["attempt 0 error"][2] for key in neighbourhood(spec)} == tied_winners
+
+
+def test_without_aggregation_the_file_name_is_fixed_and_the_verdict_is_exact():
+    """With aggregation off every pod writes `error.pb` and the last writer wins: names cannot decide anything."""
+    spec = parse_scenario(TIED.replace("error_aggregation: true", "error_aggregation: false"))
+    assert len(neighbourhood(spec)) == 1
