@@ -206,6 +206,27 @@ def _quiet_store_loggers() -> None:
 #: Flyte's own integer type for retries and attempt counters (core.RetryStrategy.retries, NodeStatus.Attempts)
 UINT32 = click.IntRange(0, 2**32 - 1)
 
+TIMINGS_PROFILE_OPTION = click.option(
+    "--timings-profile",
+    "profile_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="pod timings measured by `aggsim calibrate --profile FILE`: their medians become the defaults",
+)
+
+
+def _scenario_source(scenario_path: str, profile_path: str | None):
+    """The scenario file, with the timings profile applied; raises ScenarioError or ProfileError (one line)."""
+    from aggregation.scenario import read_scenario
+
+    source = read_scenario(scenario_path)
+    if not profile_path:
+        return source
+    from aggregation.profile import read_profile
+
+    return source.with_profile(read_profile(profile_path))
+
+
 PROPELLER_CONFIG_OPTION = click.option(
     "--propeller-config",
     "config_files",
@@ -472,15 +493,17 @@ def _deployment(config_files):
     help="exit 1 unless the final phase is this one (for CI)",
 )
 @PROPELLER_CONFIG_OPTION
-def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, config_files) -> None:
+@TIMINGS_PROFILE_OPTION
+def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, config_files, profile_path) -> None:
     """Simulate a scenario: every attempt's timeline, propeller's read and decision, the final phase."""
+    from aggregation.profile import ProfileError
     from aggregation.record import execution_to_json
-    from aggregation.scenario import ScenarioError, load_scenario
+    from aggregation.scenario import ScenarioError
     from aggregation.simulate import simulate as run
 
     try:
-        spec = load_scenario(scenario_path, plugin)
-    except ScenarioError as e:
+        spec = _scenario_source(scenario_path, profile_path).spec(plugin)
+    except (ScenarioError, ProfileError) as e:
         _fail(str(e))
         return
     if config_files:
@@ -550,17 +573,24 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, con
     help="also write one row per case (assignment x plugin x aggregation) with its outcome: .csv or .jsonl",
 )
 @PROPELLER_CONFIG_OPTION
-def sweep(scenario_path, varies, samples, seed, plugins, as_json, out_path, config_files) -> None:
-    """Explore the race: outcome distribution per plugin variant x aggregation flag, with counterexamples."""
+@TIMINGS_PROFILE_OPTION
+def sweep(scenario_path, varies, samples, seed, plugins, as_json, out_path, config_files, profile_path) -> None:
+    """Explore the race: outcome distribution per plugin variant x aggregation flag, with counterexamples.
+
+    With --timings-profile, the pod phases the profile measured are varied over their measured min, median
+    and max (unless the scenario sets them), and the medians are every other case's defaults."""
     from aggregation.caselog import CaseLog, CaseLogError
     from aggregation.explore import default_variations, parse_variation
     from aggregation.explore import sweep as run_sweep
+    from aggregation.profile import ProfileError, read_profile
     from aggregation.report import ProgressBar, render_sweep, sweep_to_json
     from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError, read_scenario
 
     try:
         source = read_scenario(scenario_path)
-        variations = [parse_variation(v, source.message) for v in varies] or default_variations(source)
+        profile = read_profile(profile_path) if profile_path else None
+        variations = [parse_variation(v, source.message) for v in varies] or default_variations(source, profile)
+        source = source.with_profile(profile)
         with contextlib.ExitStack() as stack:
             log = stack.enter_context(CaseLog(out_path, [v.field for v in variations])) if out_path else None
             bar = stack.enter_context(ProgressBar("sweeping", enabled=sys.stderr.isatty() and not as_json))
@@ -576,7 +606,7 @@ def sweep(scenario_path, varies, samples, seed, plugins, as_json, out_path, conf
                 progress=bar,
                 **_deployment_sweep_arguments(config_files),
             )
-    except (ScenarioError, CaseLogError) as e:
+    except (ScenarioError, ProfileError, CaseLogError) as e:
         _fail(str(e))
         return
     if as_json:
@@ -626,20 +656,22 @@ def _explain_real_failure(run_dir, attempt=None) -> None:
 @click.option("--force", is_flag=True, help="empty a --work-dir that holds an earlier run's files")
 @click.option("--keep", is_flag=True, help="keep the run's files even when it agrees")
 @click.option("--json", "as_json", is_flag=True, help="print both aggsim.v1.Execution records and the diff")
-def run_local(scenario_path, plugin, work_dir, force, keep, as_json) -> None:
+@TIMINGS_PROFILE_OPTION
+def run_local(scenario_path, plugin, work_dir, force, keep, as_json, profile_path) -> None:
     """Run a scenario for real (pods as processes), next to the simulator's verdict. Exit 1 if they differ."""
     import warnings
 
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     warnings.filterwarnings("ignore", message="Configuring shared memory via")
+    from aggregation.profile import ProfileError
     from aggregation.record import compare, execution_to_proto
-    from aggregation.scenario import ScenarioError, load_scenario
+    from aggregation.scenario import ScenarioError
     from aggregation.simulate import simulate as run_simulation
 
     try:
-        spec = load_scenario(scenario_path, plugin)
+        spec = _scenario_source(scenario_path, profile_path).spec(plugin)
         simulated = execution_to_proto(run_simulation(spec))
-    except ScenarioError as e:
+    except (ScenarioError, ProfileError) as e:
         _fail(str(e))
         return
     console = _console(stderr=as_json)
@@ -693,17 +725,32 @@ def run_local(scenario_path, plugin, work_dir, force, keep, as_json) -> None:
 @click.option("--work-dir", type=click.Path(file_okay=False), help="keep the runs' files here (default: a temp dir)")
 @click.option("--force", is_flag=True, help="empty a --work-dir that holds earlier files")
 @click.option("--json", "as_json", is_flag=True, help="every run's moments and each phase's quantiles")
-def calibrate(runs, start_method, work_dir, force, as_json) -> None:
+@click.option(
+    "--profile",
+    "profile_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="write the phases into this timings profile (an existing one keeps its other phases)",
+)
+def calibrate(runs, start_method, work_dir, force, as_json, profile_path) -> None:
     """Measure a preempted pod's report with real pods: signal -> look -> error.pb landed -> exit.
 
     The middle phase is the plugin's check-then-write window, inside which a sibling's report can still be
     overwritten when aggregation is off. Each phase is shown next to the pod model's timing for it.
+    --profile FILE writes them as a timings profile that simulate, sweep and run-local take (--timings-profile).
     """
     import warnings
 
     warnings.filterwarnings("ignore", message="Configuring shared memory via")
+    from aggregation.profile import ProfileError, read_profile, with_phases, write_profile
     from aggregation.report import ProgressBar, render_phases
 
+    existing = None
+    if profile_path and Path(profile_path).exists():
+        try:
+            existing = read_profile(profile_path)  # before the runs: a bad file must not cost them
+        except ProfileError as e:
+            _fail(f"--profile: {e}")
     console = _console(stderr=as_json)
     with _real_run("calibrate", work_dir, force) as run_dir:
         from localjob.calibrate import measure, phases
@@ -718,6 +765,19 @@ def calibrate(runs, start_method, work_dir, force, as_json) -> None:
             _fail(f"{e} (the runs' files: {run_dir.path})")
             return
     measured = phases(samples)
+    if profile_path:
+        import datetime
+        import platform
+
+        from localjob.calibrate import measured_phases
+
+        day = datetime.date.today().isoformat()
+        note = f"{platform.node() or 'this machine'}, {day}: {runs} preempted pods ({start_method})"
+        try:
+            write_profile(profile_path, with_phases(existing, measured_phases(measured, start_method), note))
+        except ProfileError as e:
+            _fail(f"--profile: {e}")
+        click.echo(f"aggsim: wrote {len(measured)} measured phases to {profile_path}", err=True)
     if as_json:
         from dataclasses import asdict
 

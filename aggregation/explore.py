@@ -239,15 +239,25 @@ def _assign(message: pb.Scenario, path: str, value) -> None:
         raise ScenarioError(f"--vary {path}: cannot set {value!r}: {e}") from None
 
 
-def default_variations(source: ScenarioSource) -> list[Variation]:
-    """The race's usual suspects, for a scenario with a preemption in its first attempt."""
+def default_variations(source: ScenarioSource, profile: Optional[pb.TimingsProfile] = None) -> list[Variation]:
+    """The race's usual suspects, for a scenario with a preemption in its first attempt. With a timings profile,
+    a pod phase it measured (and the scenario does not set) is varied over the measured (min, median, max)."""
+    from aggregation.profile import measured_values
+
     message = source.message
     interval = monitor_interval_of(message.job)
+
+    def timing(field: str, values: tuple[float, ...]) -> Variation:
+        measured = None if profile is None else measured_values(message, profile, field)
+        return Variation(f"timings.{field}", measured or values)
+
     variations = [
-        Variation("timings.agent_shutdown_seconds", (0.03, 1.0, 5.0, 30.0)),
-        Variation("timings.upload_seconds", (0.05, 1.0, 3.0)),
-        # a lone worker's quick catch, and the top of the measured catch for a pod with workers to stop
-        Variation("timings.failure_detection_seconds", (0.1, 2.0)),
+        # from a worker group that obeys SIGTERM at once (measured 24-43 ms) to one that outlives the grace period
+        timing("agent_shutdown_seconds", (0.03, 1.0, 5.0, 30.0)),
+        # from a local disk's few milliseconds to an object store under strain
+        timing("upload_seconds", (0.05, 1.0, 3.0)),
+        # the least and the most measured in real pods (README "Timings")
+        timing("failure_detection_seconds", (1.2, 2.1)),
         # where the agents' monitor polls fall within their interval: nothing places them
         Variation("timings.first_monitor_poll_seconds", tuple(round(interval * f, 3) for f in (0.1, 0.5, 0.9))),
         Variation("propeller.observation_delay_seconds", (0.0, 1.0, 3.0, 10.0)),

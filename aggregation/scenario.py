@@ -206,6 +206,12 @@ class ScenarioSource:
     text: str
     path: str
 
+    def with_profile(self, profile: Optional[pb.TimingsProfile]) -> ScenarioSource:
+        """This scenario with a timings profile's medians as its pods' default timings (`aggregation.profile`)."""
+        from aggregation.profile import apply_profile
+
+        return self if profile is None else replace(self, message=apply_profile(self.message, profile))
+
     def spec(self, plugin_override: Optional[str] = None, message: Optional[pb.Scenario] = None) -> ScenarioSpec:
         """Check the scenario (or a variant of it, e.g. from a sweep) and apply the defaults."""
         return _check(message if message is not None else self.message, _Locator(self.path, self.text), plugin_override)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from aggregation import defaults
+from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from localjob.pod import LocalPod, PodSpec
 from localjob.realpods import LocalJobError
 from localjob.workloads import Workload
@@ -60,7 +61,7 @@ class Phase:
     """One measured phase: its name, the pod model's timing for it, and the measured values."""
 
     name: str
-    model_timing: str  # the `aggsim.v1.PodTimings` field, or what the model does instead
+    model_timing: str  # the `aggsim.v1.PodTimings` field the model plays this phase with
     model_seconds: float
     values: tuple[float, ...]
 
@@ -72,9 +73,30 @@ class Phase:
 
 def phases(samples: list[ReportSample]) -> list[Phase]:
     return [
-        Phase("signal -> look", "shutdown", defaults.SHUTDOWN_SECONDS, tuple(s.signal_to_look for s in samples)),
-        Phase("look -> landed", "upload", defaults.UPLOAD_SECONDS, tuple(s.check_then_write for s in samples)),
-        Phase("landed -> exit", "exit", defaults.EXIT_SECONDS, tuple(s.landed_to_exit for s in samples)),
+        Phase(
+            "signal -> look",
+            "agent_shutdown_seconds",
+            defaults.SHUTDOWN_SECONDS,
+            tuple(s.signal_to_look for s in samples),
+        ),
+        Phase("look -> landed", "upload_seconds", defaults.UPLOAD_SECONDS, tuple(s.check_then_write for s in samples)),
+        Phase("landed -> exit", "exit_seconds", defaults.EXIT_SECONDS, tuple(s.landed_to_exit for s in samples)),
+    ]
+
+
+def measured_phases(measured: list[Phase], start_method: str) -> list[pb.MeasuredPhase]:
+    """The phases as a timings profile's entries (`aggsim calibrate --profile FILE`)."""
+    method = pb.FORK if start_method == "fork" else pb.SPAWN
+    return [
+        pb.MeasuredPhase(
+            field=p.model_timing,
+            start_method=method,
+            min_seconds=round(p.quantile(0), 6),  # microseconds: finer than any of these clocks can tell
+            median_seconds=round(p.quantile(0.5), 6),
+            max_seconds=round(p.quantile(1), 6),
+            runs=len(p.values),
+        )
+        for p in measured
     ]
 
 

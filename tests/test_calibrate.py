@@ -47,9 +47,16 @@ def test_a_quantile_is_a_measured_value_between_min_and_max(values, q):
 def test_calibrate_measures_each_real_run_in_causal_order_and_leaves_nothing(tmp_path):
     """Signal sent <= plugin looked <= error.pb landed <= agent exited, in every real run; no process or temp file
     outlives the command."""
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    profile = tmp_path / "profile.textproto"
+    env = {**os.environ, "TMPDIR": str(temp)}
     done = subprocess.run(
-        [AGGSIM, "calibrate", "--runs", "2", "--json"], capture_output=True, text=True, timeout=280, env=env
+        [AGGSIM, "calibrate", "--runs", "2", "--json", "--profile", str(profile)],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env=env,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
@@ -57,8 +64,22 @@ def test_calibrate_measures_each_real_run_in_causal_order_and_leaves_nothing(tmp
     for run in report["runs"]:
         assert run["signal_sent"] <= run["looked"] <= run["landed"] <= run["exited"], run
     timings = {p["phase"]: p["model_timing"] for p in report["phases"]}
-    assert timings == {"signal -> look": "shutdown", "look -> landed": "upload", "landed -> exit": "exit"}
+    assert timings == {
+        "signal -> look": "agent_shutdown_seconds",
+        "look -> landed": "upload_seconds",
+        "landed -> exit": "exit_seconds",
+    }
     for phase in report["phases"]:
         assert phase["min"] <= phase["median"] <= phase["p90"] <= phase["max"]
-    assert list(tmp_path.iterdir()) == []
-    assert leftover_processes(tmp_path) == []
+    assert list(temp.iterdir()) == []
+    assert leftover_processes(temp) == []
+    # the profile holds the same phases, as the PodTimings fields the model plays them with
+    from aggregation.profile import read_profile
+
+    written = {p.field: p for p in read_profile(str(profile)).phases}
+    assert set(written) == set(timings.values())
+    for phase in report["phases"]:
+        entry = written[phase["model_timing"]]
+        assert (entry.min_seconds, entry.median_seconds, entry.max_seconds, entry.runs) == pytest.approx(
+            (phase["min"], phase["median"], phase["max"], 2), abs=1e-6
+        )

@@ -14,7 +14,7 @@ import sys
 import pytest
 from conftest import AGGSIM, ROOT, missing_modules  # noqa: E402
 
-SLOW = ("run-local", "demo --real")
+SLOW = ("run-local", "demo --real", "calibrate")
 
 
 def documented_commands():
