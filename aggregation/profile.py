@@ -21,6 +21,7 @@ from google.protobuf import text_format
 
 from aggregation import defaults
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
+from aggregation.scenario import parse_text_proto, read_text_file
 
 #: PodTimings fields that are not a phase a pod goes through, so no measurement can stand for them
 UNPROFILABLE = frozenset({"clock_offset_seconds", "first_monitor_poll_seconds", "on_peer_death"})
@@ -36,12 +37,7 @@ def _phase_fields() -> frozenset[str]:
 
 def parse_profile(text: str, path: str = "<profile>") -> pb.TimingsProfile:
     """Parse and check a profile; raises ProfileError naming file, line or field."""
-    profile = pb.TimingsProfile()
-    try:
-        text_format.Parse(text, profile)
-    except text_format.ParseError as e:
-        problem = str(e).split(" : ", 1)[-1] if " : " in str(e) else str(e)
-        raise ProfileError(f"{path}:{e.GetLine() or 1}: {problem}") from None
+    profile = parse_text_proto(text, pb.TimingsProfile(), path, ProfileError)
     seen = set()
     fields = _phase_fields()
     for index, phase in enumerate(profile.phases):
@@ -64,11 +60,8 @@ def parse_profile(text: str, path: str = "<profile>") -> pb.TimingsProfile:
 
 
 def read_profile(path: str) -> pb.TimingsProfile:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ProfileError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
-    return parse_profile(text, path)
+    """Read and check a profile file (read as a scenario file is: `scenario.read_text_file`)."""
+    return parse_profile(read_text_file(path, ProfileError, "a timings profile"), path)
 
 
 def phases_for(profile: pb.TimingsProfile, fork: bool) -> dict[str, pb.MeasuredPhase]:

@@ -217,15 +217,18 @@ class ScenarioSource:
         return _check(message if message is not None else self.message, _Locator(self.path, self.text), plugin_override)
 
 
-def parse_scenario_source(text: str, path: str = "<scenario>") -> ScenarioSource:
-    message = pb.Scenario()
+def parse_text_proto(text: str, message, path: str, error: type[ValueError] = ScenarioError):
+    """`message` parsed from protobuf text format; `error` (one line, FILE:LINE: problem) if it is not."""
     try:
         text_format.Parse(text, message)
     except text_format.ParseError as e:
-        line = e.GetLine() or 1
         problem = str(e).split(" : ", 1)[-1] if " : " in str(e) else str(e)
-        raise ScenarioError(f"{path}:{line}: {problem}") from None
-    return ScenarioSource(message, text, path)
+        raise error(f"{path}:{e.GetLine() or 1}: {problem}") from None
+    return message
+
+
+def parse_scenario_source(text: str, path: str = "<scenario>") -> ScenarioSource:
+    return ScenarioSource(parse_text_proto(text, pb.Scenario(), path), text, path)
 
 
 #: the scenarios shipped with the package (`aggsim simulate preemption_during_training`)
@@ -248,28 +251,32 @@ def resolve_scenario_path(path: str) -> str:
     )
 
 
-def read_scenario(path: str) -> ScenarioSource:
-    """Read a scenario file: a regular file (never a FIFO or a device: they can block or never end), at most
-    `defaults.MAX_SCENARIO_BYTES`, in UTF-8."""
-    path = resolve_scenario_path(path)
+def read_text_file(path: str, error: type[ValueError] = ScenarioError, what: str = "a scenario") -> str:
+    """A text-format input file's text: a regular file (never a FIFO or a device: they can block or never end),
+    at most `defaults.MAX_SCENARIO_BYTES`, in UTF-8; `error` (one line naming the file) otherwise."""
+    limit = defaults.MAX_SCENARIO_BYTES
     try:
         with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as f:
             status = os.fstat(f.fileno())
             if not stat.S_ISREG(status.st_mode):
-                raise ScenarioError(f"{path}: not a regular file (a scenario is a .textproto file)")
-            if status.st_size > defaults.MAX_SCENARIO_BYTES:
-                limit = defaults.MAX_SCENARIO_BYTES
-                raise ScenarioError(f"{path}: {status.st_size:,} bytes, over the {limit:,}-byte limit for a scenario")
-            data = f.read(defaults.MAX_SCENARIO_BYTES + 1)
+                raise error(f"{path}: not a regular file ({what} is a .textproto file)")
+            if status.st_size > limit:
+                raise error(f"{path}: {status.st_size:,} bytes, over the {limit:,}-byte limit for {what}")
+            data = f.read(limit + 1)
     except OSError as e:
-        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
-    if len(data) > defaults.MAX_SCENARIO_BYTES:  # it grew while we read it
-        raise ScenarioError(f"{path}: over the {defaults.MAX_SCENARIO_BYTES:,}-byte limit for a scenario")
+        raise error(f"{path}: cannot read: {e.strerror}") from None
+    if len(data) > limit:  # it grew while we read it
+        raise error(f"{path}: over the {limit:,}-byte limit for {what}")
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ScenarioError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    return parse_scenario_source(text, path)
+        raise error(f"{path}: not UTF-8 text (byte {e.start})") from None
+
+
+def read_scenario(path: str) -> ScenarioSource:
+    """Read a scenario file (`read_text_file`), or a shipped scenario by name."""
+    path = resolve_scenario_path(path)
+    return parse_scenario_source(read_text_file(path), path)
 
 
 def parse_scenario(text: str, path: str = "<scenario>", plugin_override: Optional[str] = None) -> ScenarioSpec:

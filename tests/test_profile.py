@@ -169,3 +169,15 @@ def test_applying_a_profile_never_touches_what_the_scenario_sets(a, b, c, job):
     message.timings.ClearField("exit_seconds")
     assert apply_profile(message, profile).timings.exit_seconds == median
     assert not message.timings.HasField("exit_seconds")  # the scenario itself is left as it was
+
+
+def test_a_profile_is_read_as_a_scenario_is_never_blocking_on_a_fifo(tmp_path):
+    """`read_profile` shares the scenario reader (`scenario.read_text_file`): a FIFO is refused, not waited on."""
+    import os
+
+    from aggregation.profile import read_profile
+
+    fifo = tmp_path / "profile.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ProfileError, match="not a regular file"):
+        read_profile(str(fifo))
