@@ -30,7 +30,7 @@ test: $(STAMP)
 # The full real-process conformance set (several minutes on 2 cores); installs libfaketime first if missing.
 test-real: $(STAMP)
 	bash .ci/system-packages
-	AGGSIM_CONFORMANCE_RUNS=2 $(BIN)/python -m pytest -q -s -m "slow or race or generated"
+	$(BIN)/python -m pytest -q -s -m "slow or race or generated" --durations=15
 
 # The seeded sample of generated scenarios on real pods alone (AGGSIM_SAMPLE_SEED picks another sample); its files
 # stay under build/generated until the next run.

@@ -6,6 +6,12 @@ a failure on its next monitor tick. A scenario whose verdict changes when its ti
 and a real run of it may end in any verdict of that neighbourhood; a scenario whose
 neighbourhood has one verdict must be matched field for field.
 
+The pods' own phases move further: each by up to `JITTER_SECONDS` or `PHASE_SPREAD` of its value, whichever is
+more. Processes tearing down spread that much on one machine (README "Timings": a failed spawn worker is gone in
+0.6-2.0 s, a pod exits 0.5-1.06 s after its upload), and a finished spawn worker group is joined in about 1 s
+with one worker per pod but 2.2-2.6 s with four workers on two cores: a fixed +-0.3 s around one default would
+call such a scenario exact when a real run can end either way.
+
 The neighbourhood also draws new error-file names (the scenario's `seed`): a real pod names its file
 `error-<uuid4>.pb`, so when two stamps tie, propeller's earliest reader keeps whichever the store lists first,
 and that is chance in a real run (measured: 2 pods x 1 fork worker, a worker error, aggregation on; both pods
@@ -24,6 +30,7 @@ from aggregation.scenario import ScenarioSpec
 from aggregation.simulate import simulate
 
 JITTER_SECONDS = 0.3
+PHASE_SPREAD = 0.5  # a pod phase moves by up to this fraction of itself, when that is more than JITTER_SECONDS
 SAMPLES = 64
 
 
@@ -36,19 +43,27 @@ def _moved(value: float, rng: random.Random) -> float:
     return max(0.0, value + rng.uniform(-JITTER_SECONDS, JITTER_SECONDS))
 
 
+def _phase(value: float, rng: random.Random) -> float:
+    spread = max(JITTER_SECONDS, PHASE_SPREAD * value)
+    return max(0.0, value + rng.uniform(-spread, spread))
+
+
 def jittered(spec: ScenarioSpec, rng: random.Random) -> ScenarioSpec:
-    """`spec` with every event's time and every pod's phase durations moved independently by up to the jitter
-    (events keep the order the file gives those at the same instant; none moves past the end of training), and
-    new error-file names."""
+    """`spec` with every event's time moved by up to the jitter and every pod's phase durations by up to their
+    spread, independently (events keep the order the file gives those at the same instant; none moves past the end
+    of training), and new error-file names."""
     timings = {}
     for pod, timing in spec.timings.items():
         peer = timing.peer_failure_after
         timings[pod] = replace(
             timing,
-            shutdown=_moved(timing.shutdown, rng),
-            upload=_moved(timing.upload, rng),
-            detection=_moved(timing.detection, rng),
-            peer_failure_after=None if peer is None else _moved(peer, rng),
+            shutdown=_phase(timing.shutdown, rng),
+            upload=_phase(timing.upload, rng),
+            detection=_phase(timing.detection, rng),
+            exit=_phase(timing.exit, rng),
+            failed_worker_exit=_phase(timing.failed_worker_exit, rng),
+            finished_worker_exit=_phase(timing.finished_worker_exit, rng),
+            peer_failure_after=None if peer is None else _phase(peer, rng),
             # the real runner does not place the agents' monitor polls: their phase is anywhere in an interval
             first_poll=rng.uniform(0.0, timing.monitor_interval) or timing.monitor_interval,
         )

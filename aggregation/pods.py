@@ -54,7 +54,8 @@ class PodState(enum.Enum):
     AT_EXIT_BARRIER = "at_exit_barrier"  # the agent saw its workers finish and waits for the other agents
     WAITING = "waiting"  # back in rendezvous, waiting for a peer
     REPORTING = "reporting"  # a consequence to report: the plugin first waits for a sibling's report
-    STOPPING = "stopping"  # the entrypoint is on its way out
+    SIGNALLED = "signalled"  # the agent caught SIGTERM; the entrypoint reports it and exits (no second SIGTERM)
+    STOPPING = "stopping"  # the entrypoint has the agent's result and is on its way out; torch's handler remains
     EXITED = "exited"
 
 
@@ -241,8 +242,15 @@ class Pod:
             self._change_course(PodState.REPORTING)
             self._await_sibling(self.clock.now)
             return
-        if self.state in (PodState.STOPPING, PodState.EXITED):
-            return  # already shutting down; the first signal decides
+        if self.state in (PodState.SIGNALLED, PodState.EXITED):
+            return  # the kubelet's one SIGTERM already decided
+        if self.state is PodState.STOPPING:
+            # torch installs its SIGTERM handler at the first `PContext.start` and never removes it, so past the
+            # plugin's `elastic_launch` try the SignalException escapes flytekit's entrypoint (exit 1), or, once the
+            # interpreter has restored default dispositions on its way out, SIGTERM kills it: exit 143. Either way
+            # the pod fails; what it already uploaded stays, what it had not is never written.
+            self._exit(SIGTERM_EXIT, "killed by SIGTERM after its agent returned: torch's handler outlives the agent")
+            return
         if lands_during_fork and self.fork:
             self._log(What.SIGNAL_LOST)
             return
@@ -253,7 +261,7 @@ class Pod:
             return
         had_workers = self.state in (PodState.TRAINING, PodState.FAILING, PodState.FINISHED)
         left_rendezvous = self.state is PodState.STARTING
-        self._change_course(PodState.STOPPING)
+        self._change_course(PodState.SIGNALLED)
         shutdown = self.timing.shutdown if had_workers else 0.0
         if shutdown >= self.grace:
             return  # workers outlive the grace period: SIGKILL comes first

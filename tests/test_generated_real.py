@@ -15,7 +15,7 @@ import pytest
 pytestmark = [pytest.mark.plugin, pytest.mark.real, pytest.mark.generated, pytest.mark.timeout(1800)]
 
 SEED = int(os.environ.get("AGGSIM_SAMPLE_SEED", "20261201"))
-SAMPLE_SIZE = 10
+SAMPLE_SIZE = 8  # the issue asks for at least 8; each real scenario costs about half a minute of CI
 
 
 def sample(seed: int, size: int):

@@ -76,6 +76,9 @@ def test_sweep_and_demo_tables_keep_every_header_and_count_whole(columns):
             assert words in text.replace("\n", " ").replace("│", " ") or words in text, (columns, words)
         assert "(100%)" in text and not any(line.rstrip().endswith("(") for line in text.splitlines())
     assert "10368" in demo
+    # `make demo` runs `aggsim demo`: the seed incident through the sweep
+    for text in ("The seed incident", "genuine error", "upstream", "seed-pr", "recoverable", "silently", "masked"):
+        assert text in demo.replace("\n", " "), (columns, text)
 
 
 def test_sweep_counterexamples_end_with_the_file_that_won_and_the_decision():
