@@ -39,13 +39,12 @@ def verdict_key(record: pb.Execution) -> tuple:
     return tuple(sorted(verdict_fields(record).items()))
 
 
-def _moved(value: float, rng: random.Random) -> float:
-    return max(0.0, value + rng.uniform(-JITTER_SECONDS, JITTER_SECONDS))
+def _moved(value: float, rng: random.Random, spread: float = JITTER_SECONDS) -> float:
+    return max(0.0, value + rng.uniform(-spread, spread))
 
 
 def _phase(value: float, rng: random.Random) -> float:
-    spread = max(JITTER_SECONDS, PHASE_SPREAD * value)
-    return max(0.0, value + rng.uniform(-spread, spread))
+    return _moved(value, rng, max(JITTER_SECONDS, PHASE_SPREAD * value))
 
 
 def jittered(spec: ScenarioSpec, rng: random.Random) -> ScenarioSpec:

@@ -54,8 +54,7 @@ class PodState(enum.Enum):
     AT_EXIT_BARRIER = "at_exit_barrier"  # the agent saw its workers finish and waits for the other agents
     WAITING = "waiting"  # back in rendezvous, waiting for a peer
     REPORTING = "reporting"  # a consequence to report: the plugin first waits for a sibling's report
-    SIGNALLED = "signalled"  # the agent caught SIGTERM; the entrypoint reports it and exits (no second SIGTERM)
-    STOPPING = "stopping"  # the entrypoint has the agent's result and is on its way out; torch's handler remains
+    STOPPING = "stopping"  # the entrypoint has the agent's result (or its signal) and is on its way out
     EXITED = "exited"
 
 
@@ -242,13 +241,14 @@ class Pod:
             self._change_course(PodState.REPORTING)
             self._await_sibling(self.clock.now)
             return
-        if self.state in (PodState.SIGNALLED, PodState.EXITED):
-            return  # the kubelet's one SIGTERM already decided
+        if self.state is PodState.EXITED:
+            return
         if self.state is PodState.STOPPING:
-            # torch installs its SIGTERM handler at the first `PContext.start` and never removes it, so past the
-            # plugin's `elastic_launch` try the SignalException escapes flytekit's entrypoint (exit 1), or, once the
-            # interpreter has restored default dispositions on its way out, SIGTERM kills it: exit 143. Either way
-            # the pod fails; what it already uploaded stays, what it had not is never written.
+            # The kubelet signals a pod once (`world.Kubelet.terminate`), so this pod is on its way out because its
+            # agent returned. torch installs its SIGTERM handler at the first `PContext.start` and never removes it:
+            # past the plugin's `elastic_launch` try the SignalException escapes flytekit's entrypoint (exit 1), or,
+            # once the interpreter has restored default dispositions on its way out, SIGTERM kills it: exit 143.
+            # Either way the pod fails; what it already uploaded stays, what it had not is never written.
             self._exit(SIGTERM_EXIT, "killed by SIGTERM after its agent returned: torch's handler outlives the agent")
             return
         if lands_during_fork and self.fork:
@@ -261,7 +261,7 @@ class Pod:
             return
         had_workers = self.state in (PodState.TRAINING, PodState.FAILING, PodState.FINISHED)
         left_rendezvous = self.state is PodState.STARTING
-        self._change_course(PodState.SIGNALLED)
+        self._change_course(PodState.STOPPING)
         shutdown = self.timing.shutdown if had_workers else 0.0
         if shutdown >= self.grace:
             return  # workers outlive the grace period: SIGKILL comes first
