@@ -103,3 +103,31 @@ def no_pod_outlives_a_real_test(request):
         except OSError:
             pass
     assert left == [], f"processes outlived {request.node.name}: {left}"
+
+
+class RealRuns:
+    """Real runs of shipped scenarios, each made once per session and shared: the conformance tests read a
+    scenario's first run, the distribution test its first few (`tests/test_distribution_real.py`)."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.runs: dict[tuple[str, str, int], object] = {}
+
+    def get(self, scenario: str, plugin: str, index: int = 0):
+        """The `index`-th real run of `scenario` with `plugin`, as an `aggsim.v1.Execution`."""
+        from aggregation.record import execution_to_proto
+        from aggregation.scenario import load_scenario
+        from localjob.runner import run_local
+
+        key = (scenario, plugin, index)
+        if key not in self.runs:
+            work_dir = self.base / f"{scenario}-{plugin}-{index}"
+            spec = load_scenario(str(SCENARIOS / f"{scenario}.textproto"), plugin)
+            self.runs[key] = execution_to_proto(run_local(spec, work_dir))
+            assert leftover_processes(work_dir) == [], f"a pod, agent or worker outlived the run in {work_dir}"
+        return self.runs[key]
+
+
+@pytest.fixture(scope="session")
+def real_runs(tmp_path_factory) -> RealRuns:
+    return RealRuns(tmp_path_factory.mktemp("real-runs"))

@@ -10,8 +10,6 @@ representative case; `make test-real` runs them all.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 pytestmark = [pytest.mark.plugin, pytest.mark.real, pytest.mark.timeout(600)]
@@ -19,15 +17,14 @@ pytestmark = [pytest.mark.plugin, pytest.mark.real, pytest.mark.timeout(600)]
 from conftest import SCENARIOS, leftover_processes  # noqa: E402
 
 
-def conform(scenario: str, plugin: str, tmp_path: Path):
+def conform(scenario: str, plugin: str, real_runs):
+    """The scenario's first real run this session (shared with the distribution test) must match the simulator."""
     from aggregation.record import compare, execution_to_proto
     from aggregation.scenario import load_scenario
     from aggregation.simulate import simulate
-    from localjob.runner import run_local
 
     spec = load_scenario(str(SCENARIOS / f"{scenario}.textproto"), plugin)
-    real = execution_to_proto(run_local(spec, tmp_path))
-    assert leftover_processes(tmp_path) == [], "a pod, agent or worker outlived the run"
+    real = real_runs.get(scenario, plugin)
     simulated = execution_to_proto(simulate(spec))
     differences = [(field, sim, got) for field, sim, got in compare(simulated, real) if sim != got]
     assert differences == [], f"real run disagrees with the simulator: {differences}"
@@ -43,22 +40,20 @@ REAL_OUTCOME = {
 
 
 @pytest.mark.race
-def test_upstream_plugin_preemption_race_is_predicted_by_the_sweep(tmp_path):
+def test_upstream_plugin_preemption_race_is_predicted_by_the_sweep(real_runs):
     """The incident, for real: the upstream pod exits 0 with nothing and the job is Succeeded; whether propeller
     also sees the survivor's consequential error depends on who is faster. Every real outcome must be one the
     simulator's sweep predicts over the measured ranges of the survivor's phases (upload, its failed worker's exit,
     the catch after the look) and wherever its agent's looks fall. With the measured phases the survivor's error
     lands 2 s or more after the signal, after propeller's look (1 s after the preempted pod's exit), so the sweep
     predicts a silent success only; a longer observation delay makes it a race (`aggsim sweep`).
-    Runs: AGGSIM_CONFORMANCE_RUNS (default 1)."""
+    Runs: AGGSIM_CONFORMANCE_RUNS (default 1; the first is shared with the distribution test)."""
     import os
     from collections import Counter
 
     from aggregation.explore import Variation, sweep
     from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
-    from aggregation.record import execution_to_proto
-    from aggregation.scenario import load_scenario, read_scenario
-    from localjob.runner import run_local
+    from aggregation.scenario import read_scenario
 
     path = str(SCENARIOS / "preemption_during_training.textproto")
     variations = [
@@ -70,11 +65,9 @@ def test_upstream_plugin_preemption_race_is_predicted_by_the_sweep(tmp_path):
     ]
     predicted = sweep(read_scenario(path), variations, plugins=("upstream",), flags=(True,)).cells[0].counts
     assert "SUCCEEDED_SILENTLY" in predicted  # the incident: a preempted training run ends green
-    spec = load_scenario(path, "upstream")
     observed = Counter()
     for run in range(int(os.environ.get("AGGSIM_CONFORMANCE_RUNS", "1"))):
-        real = execution_to_proto(run_local(spec, tmp_path / f"run-{run}"))
-        assert leftover_processes(tmp_path) == []
+        real = real_runs.get("preemption_during_training", "upstream", run)
         attempt = real.attempts[0]
         assert attempt.job_condition == "Succeeded" and attempt.pods  # the preempted pod exited 0
         assert dict((p.pod, p.exit_code) for p in attempt.pods)["train-worker-1"] == 0
@@ -84,8 +77,8 @@ def test_upstream_plugin_preemption_race_is_predicted_by_the_sweep(tmp_path):
 
 
 @pytest.mark.slow
-def test_recoverable_plugin_preemption_retries_and_resumes_from_checkpoint(tmp_path):
-    real = conform("preemption_during_training", "recoverable", tmp_path)
+def test_recoverable_plugin_preemption_retries_and_resumes_from_checkpoint(real_runs):
+    real = conform("preemption_during_training", "recoverable", real_runs)
     first, second = real.attempts
     assert (
         first.decision == "RETRY" and first.error.code == "USER:Recoverable" and first.error.worker == "train-worker-1"
@@ -94,27 +87,27 @@ def test_recoverable_plugin_preemption_retries_and_resumes_from_checkpoint(tmp_p
 
 
 @pytest.mark.slow
-def test_sibling_user_error_wins_over_cleanup_and_the_node_fails(tmp_path):
-    real = conform("sibling_user_error_cleanup", "recoverable", tmp_path)
+def test_sibling_user_error_wins_over_cleanup_and_the_node_fails(real_runs):
+    real = conform("sibling_user_error_cleanup", "recoverable", real_runs)
     [attempt] = real.attempts
     assert attempt.decision == "FAIL" and attempt.error.worker == "train-worker-0"
 
 
 @pytest.mark.slow
-def test_aggregation_off_a_preemption_retries(tmp_path):
+def test_aggregation_off_a_preemption_retries(real_runs):
     """Flyte's default reader (the single error.pb, last writer wins): the survivor's consequence yields to
     the preempted pod's report, so the node retries and resumes."""
-    real = conform("preemption_during_training_no_aggregation", "recoverable", tmp_path)
+    real = conform("preemption_during_training_no_aggregation", "recoverable", real_runs)
     first, second = real.attempts
     assert first.winning_file == "error.pb" and first.error.code == "USER:Recoverable" and first.decision == "RETRY"
     assert second.resumed_from_checkpoint.startswith("attempt 0")
 
 
 @pytest.mark.slow
-def test_aggregation_off_a_sibling_s_genuine_error_is_what_propeller_reads(tmp_path):
+def test_aggregation_off_a_sibling_s_genuine_error_is_what_propeller_reads(real_runs):
     """Flyte's default reader: the cleanup's SIGTERM to the other pod is a consequence and yields, so the
     genuine error stays in error.pb and the node fails for good (no masking, upstream PR 2064's case)."""
-    real = conform("sibling_user_error_cleanup_no_aggregation", "recoverable", tmp_path)
+    real = conform("sibling_user_error_cleanup_no_aggregation", "recoverable", real_runs)
     [attempt] = real.attempts
     assert attempt.decision == "FAIL" and attempt.error.code == "USER:RuntimeError"
     assert "bad batch" in attempt.error.message
@@ -155,9 +148,9 @@ def test_aggregation_off_a_preemption_retries_with_the_preempted_node_s_clock_sk
 
 @pytest.mark.slow
 @pytest.mark.parametrize("plugin", ["upstream", "recoverable"])
-def test_a_survivor_with_restarts_waits_for_its_lost_peer(tmp_path, plugin):
+def test_a_survivor_with_restarts_waits_for_its_lost_peer(real_runs, plugin):
     """The survivor re-enters the rendezvous and times out after join_timeout (20 s), past the verdict."""
-    real = conform("survivor_waits_for_a_lost_peer", plugin, tmp_path)
+    real = conform("survivor_waits_for_a_lost_peer", plugin, real_runs)
     assert real.attempts[0].decision == ("SUCCEED" if plugin == "upstream" else "RETRY")
 
 
