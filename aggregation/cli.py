@@ -722,6 +722,15 @@ def run_local(scenario_path, plugin, work_dir, force, keep, as_json, profile_pat
 @main.command()
 @click.option("--runs", type=click.IntRange(1, 1000), default=10, show_default=True, help="real pods, in turn")
 @click.option("--start-method", type=click.Choice(["spawn", "fork"]), default="spawn", show_default=True)
+@click.option(
+    "--phases",
+    "what",
+    type=click.Choice(["report", "worker-group", "all"]),
+    default="report",
+    show_default=True,
+    help="report: a preempted pod's report (one pod per run); worker-group: workers failing and finishing "
+    "(two 2-pod jobs per run); all: both",
+)
 @click.option("--work-dir", type=click.Path(file_okay=False), help="keep the runs' files here (default: a temp dir)")
 @click.option("--force", is_flag=True, help="empty a --work-dir that holds earlier files")
 @click.option("--json", "as_json", is_flag=True, help="every run's moments and each phase's quantiles")
@@ -732,11 +741,13 @@ def run_local(scenario_path, plugin, work_dir, force, keep, as_json, profile_pat
     metavar="FILE",
     help="write the phases into this timings profile (an existing one keeps its other phases)",
 )
-def calibrate(runs, start_method, work_dir, force, as_json, profile_path) -> None:
-    """Measure a preempted pod's report with real pods: signal -> look -> error.pb landed -> exit.
+def calibrate(runs, start_method, what, work_dir, force, as_json, profile_path) -> None:
+    """Measure pod phases with real pods, each next to the pod model's timing for it.
 
-    The middle phase is the plugin's check-then-write window, inside which a sibling's report can still be
-    overwritten when aggregation is off. Each phase is shown next to the pod model's timing for it.
+    report: a preempted pod's signal -> look -> error.pb landed -> exit; the middle phase is the plugin's
+    check-then-write window, inside which a sibling's report can still be overwritten when aggregation is off.
+    worker-group: a worker raised -> the agent's look finds it -> flytekit catches the failure, and workers
+    returned -> the agent's look finds them gone.
     --profile FILE writes them as a timings profile that simulate, sweep and run-local take (--timings-profile).
     """
     import warnings
@@ -753,18 +764,29 @@ def calibrate(runs, start_method, work_dir, force, as_json, profile_path) -> Non
             _fail(f"--profile: {e}")
     console = _console(stderr=as_json)
     with _real_run("calibrate", work_dir, force) as run_dir:
-        from localjob.calibrate import measure, phases
+        from localjob.calibrate import group_phases, measure, measure_groups, phases
         from localjob.realpods import LocalJobError
 
+        reports, groups = what in ("report", "all"), what in ("worker-group", "all")
+        total = runs * (reports + 2 * groups)
+        samples, group_samples = [], []
         try:
-            with ProgressBar("real preempted pods", enabled=not as_json) as bar:
-                bar(0, runs)
-                samples = measure(runs, run_dir.path / "runs", start_method, progress=lambda n, _: bar(n + 1, runs))
+            with ProgressBar("real runs", enabled=not as_json) as bar:
+                bar(0, total)
+                if reports:
+                    samples = measure(
+                        runs, run_dir.path / "runs", start_method, progress=lambda n, _: bar(n + 1, total)
+                    )
+                done = len(samples)
+                if groups:
+                    group_samples = measure_groups(
+                        runs, run_dir.path / "groups", start_method, progress=lambda n: bar(done + n, total)
+                    )
         except LocalJobError as e:
             run_dir.keep()
             _fail(f"{e} (the runs' files: {run_dir.path})")
             return
-    measured = phases(samples)
+    measured = (phases(samples) if samples else []) + group_phases(group_samples, start_method)
     if profile_path:
         import datetime
         import platform
@@ -772,7 +794,8 @@ def calibrate(runs, start_method, work_dir, force, as_json, profile_path) -> Non
         from localjob.calibrate import measured_phases
 
         day = datetime.date.today().isoformat()
-        note = f"{platform.node() or 'this machine'}, {day}: {runs} preempted pods ({start_method})"
+        counted = [f"{runs} preempted pods"] * reports + [f"{runs} failing and {runs} finishing 2-pod jobs"] * groups
+        note = f"{platform.node() or 'this machine'}, {day}: {' and '.join(counted)} ({start_method})"
         try:
             write_profile(profile_path, with_phases(existing, measured_phases(measured, start_method), note))
         except ProfileError as e:
@@ -785,6 +808,7 @@ def calibrate(runs, start_method, work_dir, force, as_json, profile_path) -> Non
             json.dumps(
                 {
                     "runs": [asdict(s) for s in samples],
+                    "group_runs": [asdict(s) for s in group_samples],
                     "phases": [
                         {
                             "phase": p.name,
@@ -800,7 +824,8 @@ def calibrate(runs, start_method, work_dir, force, as_json, profile_path) -> Non
         )
     else:
         plural = "s" if runs != 1 else ""
-        render_phases(measured, console, f"a preempted pod's report, {runs} real run{plural} ({start_method})")
+        subject = {"report": "a preempted pod's report", "worker-group": "the worker group's end"}.get(what, "phases")
+        render_phases(measured, console, f"{subject}, {runs} real run{plural} ({start_method})")
 
 
 @main.command()

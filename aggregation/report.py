@@ -357,7 +357,8 @@ def render_phases(phases, console: Console, title: str) -> None:
         console.print(Text(title + " (milliseconds)", style="bold"))
         for row in rows:
             console.print(Text.assemble(row[0], ": ", ", ".join(f"{h} {v}" for h, v in zip(headers[1:], row[1:]))))
-    console.print(
-        "look -> landed is the plugin's check-then-write window: a sibling's report landing inside it is "
-        "overwritten when aggregation is off."
-    )
+    if any(p.model_timing == "upload_seconds" for p in phases):
+        console.print(
+            "look -> landed is the plugin's check-then-write window: a sibling's report landing inside it is "
+            "overwritten when aggregation is off."
+        )

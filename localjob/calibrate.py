@@ -1,6 +1,7 @@
-"""Measure, with real pods, the phases of a preempted pod's report that the pod model has timings for.
+"""Measure, with real pods, the pod phases the pod model has timings for: a preempted pod's report, and the
+worker group's end (a worker failing, or every worker finishing).
 
-One run is one real pod (`pyflyte-execute`, torch elastic agent, two gloo workers, this project's plugin,
+A report run is one real pod (`pyflyte-execute`, torch elastic agent, two gloo workers, this project's plugin,
 aggregation off so the pod writes `error.pb`) whose rank 0 sends SIGTERM to its own agent after the first
 barrier, as a kubelet preempting the pod would. Four moments per run, all on this machine's wall clock:
 
@@ -13,11 +14,21 @@ barrier, as a kubelet preempting the pod would. Four moments per run, all on thi
 The gaps between them are the phases: signal -> look (the model's `shutdown`), look -> landed (the plugin's
 check-then-write window, the model's `upload`: a sibling's report landing inside it is overwritten when
 aggregation is off) and landed -> exit (the model's `exit`: flytekit's and torch's teardown).
+
+A worker-group run is a pair of real 2-pod jobs (2 workers per pod, upstream plugin, the agents looking at their
+workers every 0.1 s and logging each look with LOGLEVEL=INFO): in one, pod 0's worker raises; in the other,
+training ends. Read from the workers' event files and the agents' and flytekit's own log stamps: worker raised ->
+the look that finds it (`failed_worker_exit`, only for the pod whose worker raised: the peer's workers fail later,
+from the death), that look -> flytekit catches `ChildFailedError` (`failure_detection`, both pods), and workers
+returned -> the look that finds the group finished (`finished_worker_exit`). A look is known to the interval, so
+each phase that ends at one is taken to the middle of the interval before it.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,3 +168,156 @@ def measure(
         if progress is not None:
             progress(n, sample)
     return samples
+
+
+# --- the worker group's phases: a real 2-pod job, read from the agents' own log stamps --------------------------
+
+#: the agents look at their workers this often in these runs: a failed or finished worker is seen at most one
+#: interval after its process is gone, so a phase that ends at a look is known to within this
+GROUP_MONITOR_INTERVAL = 0.1
+GROUP_EVENT_AT = 6.0  # scenario seconds: pod 0's worker raises (failure runs), or training ends (finish runs)
+RAISING_POD = "train-worker-0"
+
+# torch's elastic agent logs through glog-style lines when LOGLEVEL=INFO: "I1201 18:31:08.123456 4242 file.py:12] "
+_GLOG = r"[IWEV]\d{4} (?P<clock>\d\d:\d\d:\d\d\.\d+) \d+ \S+\] "
+FAILED_SEEN = re.compile(_GLOG + r".*failed \(exitcode")
+FINISHED_SEEN = re.compile(_GLOG + r".*\[default_role\] worker group successfully finished")
+# flytekit's JSON log line for the exception its entrypoint caught (the ChildFailedError)
+CAUGHT = re.compile(r'"asctime": "\S+ (?P<clock>\d\d:\d\d:\d\d,\d+)", "name": "flytekit", "levelname": "ERROR"')
+
+GROUP_SCENARIO = """
+name: "calibrate-worker-group"
+plugin: UPSTREAM
+job {{ pods: "train-worker-0" pods: "train-worker-1" nproc_per_node: 2 start_method: {method}
+      monitor_interval_seconds: {interval} }}
+task {{ retries: 0 outputs_declared: true training_seconds: {training} }}
+{events}
+"""
+
+
+def wall_time(clock: str, near: float) -> float:
+    """A log's local `HH:MM:SS.ffffff` as seconds since the epoch: of the instants with that local time the one
+    closest to `near` (a moment of the same run), so a run across midnight reads right."""
+    hours, minutes, seconds = clock.replace(",", ".").split(":")
+    of_day = int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+    local = time.localtime(near)
+    midnight = near - (local.tm_hour * 3600 + local.tm_min * 60 + local.tm_sec + (near % 1))
+    return min((midnight + day * 86400 + of_day for day in (-1, 0, 1)), key=lambda t: abs(t - near))
+
+
+@dataclass(frozen=True)
+class GroupSample:
+    """One pod's worker group ending (seconds since the epoch, this machine's clock)."""
+
+    pod: str
+    failing: bool  # a worker raised (pod 0's) or every worker returned
+    ended: float  # the raise, or the last worker's return: the workers' event files
+    seen: float  # the agent's look that found it: its log line
+    caught: Optional[float] = None  # flytekit caught the ChildFailedError (failure runs)
+
+    @property
+    def worker_exit(self) -> Optional[float]:
+        """ended -> the processes are gone: the middle of the interval before the look that saw it. Only for the
+        pod whose own worker raised or returned at `ended` (a peer's worker fails later, from the death)."""
+        if self.failing and self.pod != RAISING_POD:
+            return None
+        return max(0.0, self.seen - self.ended - GROUP_MONITOR_INTERVAL / 2)
+
+    @property
+    def detection(self) -> Optional[float]:
+        return None if self.caught is None else self.caught - self.seen
+
+
+def measure_group_one(run_dir: Path, start_method: str, failing: bool) -> list[GroupSample]:
+    """One real 2-pod job whose worker group fails (pod 0's worker raises) or finishes; a sample per pod whose
+    agent logged its look. LOGLEVEL=INFO makes torch's agent stamp its looks."""
+    from aggregation.scenario import parse_scenario_source
+    from localjob.runner import run_local
+
+    events = f'attempts {{ events {{ at_seconds: {GROUP_EVENT_AT} pod: "{RAISING_POD}" worker_error {{ }} }} }}'
+    text = GROUP_SCENARIO.format(
+        method="FORK" if start_method == "fork" else "SPAWN",
+        interval=GROUP_MONITOR_INTERVAL,
+        training=30 if failing else GROUP_EVENT_AT,
+        events=events if failing else "",
+    )
+    spec = parse_scenario_source(text, "calibrate-worker-group.textproto").spec()
+    previous = os.environ.get("LOGLEVEL")
+    os.environ["LOGLEVEL"] = "INFO"  # the pods inherit it: torch's elastic logger then stamps every look
+    try:
+        run_local(spec, run_dir)
+    finally:
+        if previous is None:
+            os.environ.pop("LOGLEVEL", None)
+        else:
+            os.environ["LOGLEVEL"] = previous
+    attempt = run_dir / "attempt-0"
+    marks = sorted((attempt / "events").glob("raise.*" if failing else "done.*"))
+    if not marks:
+        raise LocalJobError(f"no worker {'raised' if failing else 'returned'}: see {attempt}")
+    ended = (min if failing else max)(float(m.read_text()) for m in marks)
+    samples = []
+    for log in sorted((attempt / "work").glob("*.log")):
+        text = log.read_text(errors="replace")
+        seen = (FAILED_SEEN if failing else FINISHED_SEEN).search(text)
+        if seen is None:
+            continue
+        caught = CAUGHT.search(text) if failing else None
+        samples.append(
+            GroupSample(
+                pod=log.stem,
+                failing=failing,
+                ended=ended,
+                seen=wall_time(seen.group("clock"), ended),
+                caught=wall_time(caught.group("clock"), ended) if caught else None,
+            )
+        )
+    if not samples:
+        raise LocalJobError(f"no agent logged its look at the worker group (LOGLEVEL=INFO): see {attempt}")
+    return samples
+
+
+def measure_groups(
+    runs: int,
+    work_dir: Path,
+    start_method: str = "spawn",
+    progress: Optional[Callable[[int], None]] = None,
+) -> list[GroupSample]:
+    """`runs` pairs of real 2-pod jobs, one failing and one finishing, one after another."""
+    samples = []
+    done = 0
+    for n in range(runs):
+        for failing in (True, False):
+            run_dir = Path(work_dir) / f"run-{n}-{'failing' if failing else 'finishing'}"
+            samples += measure_group_one(run_dir, start_method, failing)
+            done += 1
+            if progress is not None:
+                progress(done)
+    return samples
+
+
+def group_phases(samples: list[GroupSample], start_method: str) -> list[Phase]:
+    """The worker group's phases that the samples measured (a phase no run saw is left out)."""
+    failed = [s for s in samples if s.failing]
+    finished = [s for s in samples if not s.failing]
+    measured = [
+        Phase(
+            "worker raised -> gone",
+            "failed_worker_exit_seconds",
+            defaults.FAILED_WORKER_EXIT_SECONDS[start_method],
+            tuple(s.worker_exit for s in failed if s.worker_exit is not None),
+        ),
+        Phase(
+            "look -> caught",
+            "failure_detection_seconds",
+            defaults.DETECTION_SECONDS,
+            tuple(s.detection for s in failed if s.detection is not None),
+        ),
+        Phase(
+            "returned -> gone",
+            "finished_worker_exit_seconds",
+            defaults.FINISHED_WORKER_EXIT_SECONDS[start_method],
+            tuple(s.worker_exit for s in finished),
+        ),
+    ]
+    return [p for p in measured if p.values]
