@@ -6,6 +6,7 @@ command line or environment names that TMPDIR, and no entry in it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -49,12 +50,26 @@ def start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
     return process, tmpdir
 
 
+def _present(tmpdir: Path, pattern: str) -> bool:
+    try:
+        return any(tmpdir.rglob(pattern))
+    except FileNotFoundError:  # the run removed a directory while the walk was inside it: look again
+        return False
+
+
 def wait_for(tmpdir: Path, pattern: str, process: subprocess.Popen) -> None:
+    """Until a file matching `pattern` appears under `tmpdir`; on failure the command's processes are killed."""
     deadline = time.monotonic() + START_TIMEOUT
-    while not any(tmpdir.rglob(pattern)):
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, f"no {pattern} under {tmpdir} within {START_TIMEOUT} s"
-        time.sleep(0.02)
+    try:
+        while not _present(tmpdir, pattern):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, f"no {pattern} under {tmpdir} within {START_TIMEOUT} s"
+            time.sleep(0.02)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # its own session: the command and every pod it started
+        process.communicate()
+        raise
 
 
 def interrupt_and_check(process: subprocess.Popen, tmpdir: Path, sig: signal.Signals) -> None:
