@@ -786,7 +786,7 @@ def calibrate(runs, start_method, what, work_dir, force, as_json, profile_path) 
             run_dir.keep()
             _fail(f"{e} (the runs' files: {run_dir.path})")
             return
-    measured = (phases(samples) if samples else []) + group_phases(group_samples, start_method)
+    measured = (phases(samples) if samples else []) + group_phases(group_samples, start_method, runs)
     if profile_path:
         import datetime
         import platform

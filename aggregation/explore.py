@@ -87,13 +87,18 @@ def shown_outcomes(result: "SweepResult") -> tuple[str, ...]:
     return tuple(o for o in OUTCOMES if o != "STILL_RUNNING" or any(c.counts[o] for c in result.cells))
 
 
+def headline(final_phase: str, attempts: int) -> str:
+    """The headline category of a final phase after `attempts`: retried, failed for good, succeeded silently."""
+    if final_phase in ("FAILED_PERMANENTLY", "STILL_RUNNING"):
+        return final_phase
+    if attempts > 1:
+        return "RETRIED"
+    return final_phase if final_phase == "SUCCEEDED_SILENTLY" else "SUCCEEDED"
+
+
 def outcome_of(execution: Execution) -> str:
     """The headline category: did the preempted job retry, fail for good, or succeed silently?"""
-    if execution.final_phase.value in ("FAILED_PERMANENTLY", "STILL_RUNNING"):
-        return execution.final_phase.value
-    if len(execution.attempts) > 1:
-        return "RETRIED"
-    return execution.final_phase.value if execution.final_phase.value == "SUCCEEDED_SILENTLY" else "SUCCEEDED"
+    return headline(execution.final_phase.value, len(execution.attempts))
 
 
 class NumberRange(Sequence):

@@ -75,6 +75,7 @@ class Phase:
     model_timing: str  # the `aggsim.v1.PodTimings` field the model plays this phase with
     model_seconds: float
     values: tuple[float, ...]
+    runs: Optional[int] = None  # the real runs behind the values, when not one value per run (one per pod)
 
     def quantile(self, q: float) -> float:
         """The nearest-rank quantile (q in [0, 1]): a value that was measured, never an interpolation."""
@@ -105,7 +106,7 @@ def measured_phases(measured: list[Phase], start_method: str) -> list[pb.Measure
             min_seconds=round(p.quantile(0), 6),  # microseconds: finer than any of these clocks can tell
             median_seconds=round(p.quantile(0.5), 6),
             max_seconds=round(p.quantile(1), 6),
-            runs=len(p.values),
+            runs=p.runs or len(p.values),
         )
         for p in measured
     ]
@@ -178,10 +179,11 @@ GROUP_MONITOR_INTERVAL = 0.1
 GROUP_EVENT_AT = 6.0  # scenario seconds: pod 0's worker raises (failure runs), or training ends (finish runs)
 RAISING_POD = "train-worker-0"
 
-# torch's elastic agent logs through glog-style lines when LOGLEVEL=INFO: "I1201 18:31:08.123456 4242 file.py:12] "
-_GLOG = r"[IWEV]\d{4} (?P<clock>\d\d:\d\d:\d\d\.\d+) \d+ \S+\] "
-FAILED_SEEN = re.compile(_GLOG + r".*failed \(exitcode")
-FINISHED_SEEN = re.compile(_GLOG + r".*\[default_role\] worker group successfully finished")
+# the agent's lines (torch 2.13): `MultiprocessContext._poll` logs a failed worker as soon as its look finds the
+# process gone ("failed (exitcode: ..."); `SimpleElasticAgent._invoke_run` logs a finished group after that look
+# has joined and closed the workers' processes
+FAILED_SEEN = "failed (exitcode"
+FINISHED_SEEN = "worker group successfully finished"
 # flytekit's JSON log line for the exception its entrypoint caught (the ChildFailedError)
 CAUGHT = re.compile(r'"asctime": "\S+ (?P<clock>\d\d:\d\d:\d\d,\d+)", "name": "flytekit", "levelname": "ERROR"')
 
@@ -193,6 +195,17 @@ job {{ pods: "train-worker-0" pods: "train-worker-1" nproc_per_node: 2 start_met
 task {{ retries: 0 outputs_declared: true training_seconds: {training} }}
 {events}
 """
+
+
+def agent_line_time(log: str, needle: str) -> Optional[str]:
+    """The time (HH:MM:SS.ffffff) of the agent's first glog line that says `needle`, if any."""
+    from localjob.evidence import GLOG_LINE
+
+    for line in log.splitlines():
+        match = GLOG_LINE.match(line)
+        if match and needle in match.group("text"):
+            return match.group("time")
+    return None
 
 
 def wall_time(clock: str, near: float) -> float:
@@ -211,14 +224,15 @@ class GroupSample:
 
     pod: str
     failing: bool  # a worker raised (pod 0's) or every worker returned
-    ended: float  # the raise, or the last worker's return: the workers' event files
-    seen: float  # the agent's look that found it: its log line
+    ended: float  # the raise, or the pod's last worker's return: the workers' event files
+    seen: float  # the agent's log line: the look that found the failed process gone, or that joined the finished ones
     caught: Optional[float] = None  # flytekit caught the ChildFailedError (failure runs)
 
     @property
     def worker_exit(self) -> Optional[float]:
-        """ended -> the processes are gone: the middle of the interval before the look that saw it. Only for the
-        pod whose own worker raised or returned at `ended` (a peer's worker fails later, from the death)."""
+        """ended -> the processes are gone: the look's line, less half an interval (the look is at most one interval
+        after the processes are gone). Only for the pod whose own worker raised or returned at `ended` (a peer's
+        worker fails later, from the death)."""
         if self.failing and self.pod != RAISING_POD:
             return None
         return max(0.0, self.seen - self.ended - GROUP_MONITOR_INTERVAL / 2)
@@ -252,28 +266,36 @@ def measure_group_one(run_dir: Path, start_method: str, failing: bool) -> list[G
         else:
             os.environ["LOGLEVEL"] = previous
     attempt = run_dir / "attempt-0"
-    marks = sorted((attempt / "events").glob("raise.*" if failing else "done.*"))
-    if not marks:
-        raise LocalJobError(f"no worker {'raised' if failing else 'returned'}: see {attempt}")
-    ended = (min if failing else max)(float(m.read_text()) for m in marks)
+
+    def stamps(kind: str, pod_index: int) -> list[float]:
+        ranks = range(pod_index * spec.nproc_per_node, (pod_index + 1) * spec.nproc_per_node)  # as realpods maps them
+        return [float(p.read_text()) for p in (attempt / "events" / f"{kind}.{r}" for r in ranks) if p.exists()]
+
+    raised = stamps("raise", spec.pods.index(RAISING_POD)) if failing else []
+    if failing and not raised:
+        raise LocalJobError(f"{RAISING_POD}'s worker did not raise: see {attempt}")
     samples = []
-    for log in sorted((attempt / "work").glob("*.log")):
-        text = log.read_text(errors="replace")
-        seen = (FAILED_SEEN if failing else FINISHED_SEEN).search(text)
-        if seen is None:
-            continue
-        caught = CAUGHT.search(text) if failing else None
+    for index, pod in enumerate(spec.pods):
+        log_path = attempt / "work" / f"{pod}.log"
+        log = log_path.read_text(errors="replace") if log_path.exists() else ""
+        seen = agent_line_time(log, FAILED_SEEN if failing else FINISHED_SEEN)
+        returned = [] if failing else stamps("done", index)
+        if seen is None or (not failing and len(returned) < spec.nproc_per_node):
+            what = "a failed worker" if failing else "its workers finished"
+            raise LocalJobError(f"{pod}'s agent did not log {what} (LOGLEVEL=INFO): see {log_path}")
+        ended = min(raised) if failing else max(returned)  # the pod's own last return, when finishing
+        caught = CAUGHT.search(log) if failing else None
+        if failing and caught is None:
+            raise LocalJobError(f"{pod}'s entrypoint did not log the failure it caught: see {log_path}")
         samples.append(
             GroupSample(
-                pod=log.stem,
+                pod=pod,
                 failing=failing,
                 ended=ended,
-                seen=wall_time(seen.group("clock"), ended),
+                seen=wall_time(seen, ended),
                 caught=wall_time(caught.group("clock"), ended) if caught else None,
             )
         )
-    if not samples:
-        raise LocalJobError(f"no agent logged its look at the worker group (LOGLEVEL=INFO): see {attempt}")
     return samples
 
 
@@ -296,7 +318,7 @@ def measure_groups(
     return samples
 
 
-def group_phases(samples: list[GroupSample], start_method: str) -> list[Phase]:
+def group_phases(samples: list[GroupSample], start_method: str, runs: int) -> list[Phase]:
     """The worker group's phases that the samples measured (a phase no run saw is left out)."""
     failed = [s for s in samples if s.failing]
     finished = [s for s in samples if not s.failing]
@@ -306,18 +328,21 @@ def group_phases(samples: list[GroupSample], start_method: str) -> list[Phase]:
             "failed_worker_exit_seconds",
             defaults.FAILED_WORKER_EXIT_SECONDS[start_method],
             tuple(s.worker_exit for s in failed if s.worker_exit is not None),
+            runs,
         ),
         Phase(
             "look -> caught",
             "failure_detection_seconds",
             defaults.DETECTION_SECONDS,
             tuple(s.detection for s in failed if s.detection is not None),
+            runs,
         ),
         Phase(
             "returned -> gone",
             "finished_worker_exit_seconds",
             defaults.FINISHED_WORKER_EXIT_SECONDS[start_method],
             tuple(s.worker_exit for s in finished),
+            runs,
         ),
     ]
     return [p for p in measured if p.values]

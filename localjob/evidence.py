@@ -16,7 +16,8 @@ from typing import Optional
 
 from aggregation.printable import printable
 
-_GLOG = re.compile(r"^[EWIF]\d{4} (?P<time>\d\d:\d\d:\d\d\.\d+) +(?P<pid>\d+) (?P<where>\S+)\] ?(?P<text>.*)$")
+#: one line of torch's glog-style log (LOGLEVEL=INFO adds the I lines): level, MMDD, time, pid, file:line
+GLOG_LINE = re.compile(r"^[EWIF]\d{4} (?P<time>\d\d:\d\d:\d\d\.\d+) +(?P<pid>\d+) (?P<where>\S+)\] ?(?P<text>.*)$")
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Failure)\w*(: .*)?$")
 MAX_LINE = 300
 
@@ -37,7 +38,7 @@ def _records(log: str) -> list[tuple[str, list[str]]]:
     records: list[tuple[str, list[str]]] = []
     header = None
     for raw in log.splitlines():
-        match = _GLOG.match(raw)
+        match = GLOG_LINE.match(raw)
         if match is None:
             header = None
             continue

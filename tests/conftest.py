@@ -115,16 +115,20 @@ class RealRuns:
 
     def get(self, scenario: str, plugin: str, index: int = 0):
         """The `index`-th real run of `scenario` with `plugin`, as an `aggsim.v1.Execution`."""
+        import tempfile
+
         from aggregation.record import execution_to_proto
         from aggregation.scenario import load_scenario
         from localjob.runner import run_local
 
         key = (scenario, plugin, index)
         if key not in self.runs:
-            work_dir = self.base / f"{scenario}-{plugin}-{index}"
+            # a directory of its own for every try: a run that raised leaves its files as evidence, not as input
+            work_dir = Path(tempfile.mkdtemp(prefix=f"{scenario}-{plugin}-{index}-", dir=self.base))
             spec = load_scenario(str(SCENARIOS / f"{scenario}.textproto"), plugin)
-            self.runs[key] = execution_to_proto(run_local(spec, work_dir))
+            real = execution_to_proto(run_local(spec, work_dir))
             assert leftover_processes(work_dir) == [], f"a pod, agent or worker outlived the run in {work_dir}"
+            self.runs[key] = real
         return self.runs[key]
 
 

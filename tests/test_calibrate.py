@@ -10,13 +10,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 import pytest
 from conftest import AGGSIM, leftover_processes
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 pytestmark = pytest.mark.plugin
+
+_MIDNIGHT = 1_796_083_200.0 - time.localtime(1_796_083_200).tm_gmtoff  # a local midnight (2026-12-01)
 
 
 @settings(deadline=None)  # the first example imports flytekit and torch
@@ -99,27 +102,39 @@ def test_calibrate_measures_each_real_run_in_causal_order_and_leaves_nothing(tmp
         assert (entry.min_seconds, entry.median_seconds, entry.max_seconds) == pytest.approx(
             (phase["min"], phase["median"], phase["max"]), abs=1e-6
         )
+        assert entry.runs == 1  # runs, not samples: a worker-group run gives one sample per pod
 
 
 def test_the_worker_group_s_end_is_read_from_torch_s_and_flytekit_s_own_log_lines():
     """torch 2.13 `elastic/multiprocessing/api.py` `MultiprocessContext._poll` logs a failed worker ("failed
     (exitcode: ...)") and `elastic/agent/server/api.py` `SimpleElasticAgent._invoke_run` a finished group, each with a
     glog stamp (LOGLEVEL=INFO); flytekit's JSON logger stamps the exception its entrypoint caught."""
-    from localjob.calibrate import CAUGHT, FAILED_SEEN, FINISHED_SEEN
+    from localjob.calibrate import CAUGHT, FAILED_SEEN, FINISHED_SEEN, agent_line_time
 
-    failed = (
-        "E1201 18:43:20.857000 5452 torch/distributed/elastic/multiprocessing/api.py:836] failed (exitcode: 1) "
-        "local_rank: 0 (pid: 5467) of fn: spawn_helper (start_method: spawn)"
+    log = "\n".join(
+        [
+            "I1201 18:43:00.337000 5452 torch/distributed/launcher/api.py:254]   monitor_interval         : 0.1",
+            "a worker's own line that says failed (exitcode: 9) without a glog header",
+            "E1201 18:43:20.857000 5452 torch/distributed/elastic/multiprocessing/api.py:836] failed (exitcode: 1) "
+            "local_rank: 0 (pid: 5467) of fn: spawn_helper (start_method: spawn)",
+            "E1201 18:43:20.957000 5452 torch/distributed/elastic/multiprocessing/api.py:836] failed (exitcode: 1) "
+            "local_rank: 1 (pid: 5468) of fn: spawn_helper (start_method: spawn)",
+            '{"asctime": "2026-12-01 18:43:22,881", "name": "flytekit", "levelname": "ERROR", "message": "Exception',
+        ]
     )
-    finished = "I1201 23:59:59.999000 77 torch/distributed/elastic/agent/server/api.py:933] [default_role] worker group successfully finished. Waiting 300 seconds for other agents to finish."  # noqa: E501
-    caught = '{"asctime": "2026-12-01 18:43:22,881", "name": "flytekit", "levelname": "ERROR", "message": "Exception'
-    assert FAILED_SEEN.search(failed).group("clock") == "18:43:20.857000"
-    assert FINISHED_SEEN.search(finished).group("clock") == "23:59:59.999000"
-    assert CAUGHT.search(caught).group("clock") == "18:43:22,881"
-    assert FAILED_SEEN.search(finished) is None and FINISHED_SEEN.search(failed) is None
+    finished = (
+        "I1201 23:59:59.999000 77 torch/distributed/elastic/agent/server/api.py:933] [default_role] worker group "
+        "successfully finished. Waiting 300 seconds for other agents to finish."
+    )
+    assert agent_line_time(log, FAILED_SEEN) == "18:43:20.857000"  # the first look that found a failed worker
+    assert agent_line_time(finished, FINISHED_SEEN) == "23:59:59.999000"
+    assert agent_line_time(log, FINISHED_SEEN) is None and agent_line_time(finished, FAILED_SEEN) is None
+    assert CAUGHT.search(log).group("clock") == "18:43:22,881"
 
 
 @given(st.floats(min_value=1e9, max_value=4e9), st.floats(min_value=-3, max_value=3))
+@example(near=_MIDNIGHT - 0.25, offset=0.5)  # the run before midnight, the stamp after
+@example(near=_MIDNIGHT + 0.25, offset=-0.5)  # the run after midnight, the stamp before
 def test_a_log_s_time_of_day_reads_as_the_instant_nearest_the_run_even_across_midnight(near, offset):
     """A glog or flytekit stamp has no date: the instant meant is the one with that local time nearest the run."""
     import time
