@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-real test test-real test-generated bench docs install clean
+.PHONY: demo demo-real test test-real test-generated bench proofs docs install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ test-generated: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_explain.py --write-readme
 	$(BIN)/python benchmarks/bench_simulate.py --write-readme
+
+# The README's table of proofs (`aggsim prove` on each plugin x aggregation flag): proved again and rewritten.
+proofs: $(STAMP)
+	$(BIN)/python -m aggregation.proof_report README.md
 
 # The design-review notebook, executed, as one self-contained HTML file (figures inlined).
 DOCS_DIR ?= docs

@@ -615,6 +615,74 @@ def sweep(scenario_path, varies, samples, seed, plugins, as_json, out_path, conf
         render_sweep(result, _console())
 
 
+PROVE_EXIT = {"PROVED": 0, "COUNTEREXAMPLE": 1, "UNKNOWN": 3}
+
+
+@main.command()
+@click.argument("scenario_path", metavar="SCENARIO.textproto")
+@click.option(
+    "--claim",
+    required=True,
+    metavar="CLAIM",
+    help="retries | genuine-error-wins | phase=P[|P] | phase!=P | outcome=O | code=C (and != forms)",
+)
+@click.option(
+    "--vary",
+    "varies",
+    multiple=True,
+    metavar="FIELD=LO..HI",
+    help="every value in [LO, HI], e.g. attempts[0].events[1].at_seconds=30..31; or FIELD=a,b for a finite set",
+)
+@click.option("--plugin", type=PLUGIN_CHOICE, help="override the scenario's plugin variant")
+@click.option("--aggregation/--no-aggregation", default=None, help="override enable-distributed-error-aggregation")
+@click.option(
+    "--max-paths", type=click.IntRange(min=1), default=2000, show_default=True, help="then answer UNKNOWN"
+)
+@click.option(
+    "--max-seconds", type=click.FloatRange(min=0.1), default=600, show_default=True, help="then answer UNKNOWN"
+)
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@PROPELLER_CONFIG_OPTION
+@TIMINGS_PROFILE_OPTION
+def prove(
+    scenario_path, claim, varies, plugin, aggregation, max_paths, max_seconds, as_json, config_files, profile_path
+) -> None:
+    """Decide a claim for every assignment of the varied fields: PROVED, COUNTEREXAMPLE or UNKNOWN.
+
+    The simulator runs on symbolic numbers and an SMT solver (z3) enumerates every path through it, so the
+    answer covers the whole box, not a grid. Exit status: 0 proved, 1 counterexample, 3 unknown, 2 bad input."""
+    from aggregation.profile import ProfileError
+    from aggregation.scenario import ScenarioError
+
+    try:
+        import z3  # noqa: F401
+    except ImportError as e:
+        _fail(f"prove needs z3: pip install z3-solver ({e})")
+        return
+    from aggregation.proof_report import proof_to_json, render_proof
+    from aggregation.prove import Problem, parse_claim, parse_range
+    from aggregation.prove import prove as run_prove
+
+    try:
+        source = _scenario_source(scenario_path, profile_path)
+        ranges = [parse_range(v, source.message) for v in varies]
+        parsed_claim = parse_claim(claim, source.message)
+        deployment = _deployment(config_files) if config_files else None
+        source.spec(plugin)  # the scenario as written must be one the model plays
+        proof = run_prove(
+            source, parsed_claim, ranges, plugin, aggregation, deployment, max_paths=max_paths, max_seconds=max_seconds
+        )
+    except (ScenarioError, ProfileError) as e:
+        _fail(str(e))
+        return
+    if as_json:
+        _echo_json(proof_to_json(proof))
+    else:
+        problem = Problem(source, source.message, proof.intervals, plugin, aggregation, deployment)
+        render_proof(proof, problem, _console())
+    sys.exit(PROVE_EXIT[proof.verdict])
+
+
 @contextlib.contextmanager
 def _real_run(command: str, work_dir=None, force: bool = False, keep: bool = False):
     """The directory of a command that starts real pods (`aggregation.rundir`), entered: the plugin extra

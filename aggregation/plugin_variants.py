@@ -35,7 +35,7 @@ class PodPlugin:
 
     def worker_failure_stamp(self, failed_at: float) -> float:
         """torch stamps a worker failure with `int(time.time())`."""
-        return float(math.floor(failed_at))
+        return math.floor(failed_at) * 1.0  # a float like every stamp (and a symbolic floor stays symbolic)
 
     def signal_report(self, arrived: float, caught: float) -> Optional[float]:
         """The stamp of the recoverable error reported for a signal, or None for `IgnoreOutputs`."""

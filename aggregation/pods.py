@@ -30,6 +30,7 @@ from aggregation.plugin_variants import PodPlugin, plugin_for
 from aggregation.readers import parse_document
 from aggregation.scenario import PodTiming, ScenarioSpec
 from aggregation.storage import MemoryPrefix
+from aggregation.symbolic import stamp_ns
 from aggregation.timeline import Event, What
 
 if TYPE_CHECKING:
@@ -76,7 +77,8 @@ class ErrorRecord:
             message=self.message,
             recoverable=self.recoverable,
             origin="USER",
-            timestamp_ns=round(self.timestamp * 1e9),
+            # round(timestamp * 1e9); a symbolic stamp (aggsim prove) stays traceable through the bytes
+            timestamp_ns=stamp_ns(self.timestamp, (self.worker, self.code, self.message)),
             worker=self.worker,
         )
 

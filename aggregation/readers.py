@@ -20,6 +20,7 @@ from google.protobuf.message import DecodeError
 
 from aggregation import defaults, gotime
 from aggregation.storage import ObjectNotFound, OutputPrefix, StorageError
+from aggregation.symbolic import traced_stamp
 from aggregation.wire import decode_error_document
 
 #: flytestdlib storage `maxDownloadMBs` default in bytes: error files larger than this are a Go error.
@@ -138,7 +139,9 @@ def document_to_error(document: errors_pb2.ErrorDocument, path: str, reference: 
     timestamp_ns = None
     if container.HasField("timestamp"):
         stamp = container.timestamp
+        # the symbolic stamp the document was written with, when `aggsim prove` traces one (else the number)
         timestamp_ns = stamp.seconds * 1_000_000_000 + stamp.nanos
+        timestamp_ns = traced_stamp((container.worker, container.code, container.message), timestamp_ns)
     return ObservedError(
         code=container.code,
         message=container.message,

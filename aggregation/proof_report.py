@@ -1,0 +1,200 @@
+"""How `aggsim prove` shows its answer: on a terminal (rich) and as one JSON object."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aggregation.prove import COUNTEREXAMPLE, PROVED, Proof, float_witness, point_text, replay
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from aggregation.prove import Problem
+
+#: counterexample paths whose conditions are listed (the JSON carries them all)
+SHOWN_CONDITIONS = 3
+
+
+def _box_lines(proof: Proof) -> list[str]:
+    lines = [f"{i.field} in [{float(i.low):g}, {float(i.high):g}]" for i in proof.intervals]
+    lines += [f"{c.field} in {{{', '.join(str(v) for v in c.values)}}}" for c in proof.choices]
+    return lines or ["nothing varied: the scenario as written"]
+
+
+def render_proof(proof: Proof, problem: "Problem", console: "Console") -> None:
+    from rich.text import Text
+
+    from aggregation.report import render_execution
+
+    style = {PROVED: "bold green", COUNTEREXAMPLE: "bold red"}.get(proof.verdict, "bold yellow")
+    console.print(Text.assemble((proof.verdict, style), f"  {proof.claim.text}: {proof.claim.meaning}"))
+    for line in _box_lines(proof):
+        console.print(f"  {line}", highlight=False, soft_wrap=True)
+    console.print(
+        f"{len(proof.paths):,} paths explored, {proof.behaviours:,} distinct behaviours, {proof.seconds:.1f} s",
+        highlight=False,
+    )
+    if proof.reason:
+        console.print(f"not every path was explored: {proof.reason}", highlight=False, soft_wrap=True)
+    if proof.verdict == PROVED:
+        return
+    if proof.verdict != COUNTEREXAMPLE:
+        console.print("UNKNOWN is no proof: the claim may or may not hold for the paths left", highlight=False)
+        return
+    broken = len(proof.counterexamples)
+    console.print(f"\nThe claim fails on {broken:,} of the paths. It fails where:", highlight=False)
+    for index, condition in enumerate(proof.conditions[:SHOWN_CONDITIONS]):
+        console.print(f"  path {index + 1}:", highlight=False)
+        for line in condition:
+            console.print(f"    {line}", highlight=False, soft_wrap=True)
+    if broken > SHOWN_CONDITIONS:
+        console.print(f"  (and {broken - SHOWN_CONDITIONS:,} more paths; --json lists them)", highlight=False)
+    first = next((p for p in proof.counterexamples if float_witness(p)), None)
+    if first is None:
+        first = proof.counterexamples[0]
+        console.print(f"\nA witness: {point_text(first.witness)}", highlight=False, soft_wrap=True)
+        console.print(f"  {first.behaviour.describe()}", highlight=False, soft_wrap=True)
+        console.print("(an exact point no float reaches: `aggsim simulate` cannot replay it)", highlight=False)
+        return
+    console.print(f"\nA witness: {point_text(first.witness)}", highlight=False, soft_wrap=True)
+    console.print(f"  {first.behaviour.describe()}", highlight=False, soft_wrap=True)
+    console.print("Its timeline (the plain simulator at that point):", highlight=False)
+    render_execution(replay(_problem_for(problem, first), first.witness), console)
+
+
+def _problem_for(problem: "Problem", path) -> "Problem":
+    """The problem of the sub-box (discrete choices) a path was found in."""
+    from dataclasses import replace
+
+    from aggregation import explore
+    from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
+
+    message = pb.Scenario()
+    message.CopyFrom(problem.message)
+    for name, value in path.choices:
+        explore._assign(message, name, value)
+    return replace(problem, message=message)
+
+
+def _number(value) -> float:
+    return float(value)
+
+
+def proof_to_json(proof: Proof) -> dict:
+    return {
+        "verdict": proof.verdict,
+        "claim": proof.claim.text,
+        "meaning": proof.claim.meaning,
+        "intervals": [{"field": i.field, "low": float(i.low), "high": float(i.high)} for i in proof.intervals],
+        "choices": [{"field": c.field, "values": list(c.values)} for c in proof.choices],
+        "paths": len(proof.paths),
+        "behaviours": proof.behaviours,
+        "seconds": round(proof.seconds, 3),
+        "reason": proof.reason or None,
+        "counterexamples": [
+            {
+                "witness": {name: _number(v) for name, v in p.witness.items()},
+                "witness_exact": {name: str(v) for name, v in p.witness.items()},
+                "choices": dict(p.choices),
+                "behaviour": p.behaviour.describe(),
+                "final_phase": p.behaviour.final_phase,
+                "condition": list(condition),
+            }
+            for p, condition in zip(proof.counterexamples, proof.conditions)
+        ],
+        "behaviour_list": sorted({p.behaviour.describe() for p in proof.paths}),
+    }
+
+
+# --- the README's table: each plugin x aggregation flag on the shipped incidents --------------------------------
+#: (scenario, claim, varied fields): the demo's sweep ranges, the signal's (or error's) arrival widened to a
+#: whole second, the second pod's clock offset by up to +-0.25 s; the worker group's shutdown up to 5 s (the
+#: demo's 30 s, past the grace period, turns the question into the SIGKILL's and takes thousands of paths more)
+TABLE_CASES = (
+    (
+        "preemption_during_training",
+        "retries",
+        (
+            "attempts[0].events[1].at_seconds=30..31",
+            "attempts[0].events[1].pod=train-worker-0,train-worker-1",
+            "timings.agent_shutdown_seconds=0.03..5",
+            "timings.upload_seconds=0.05..3",
+            "timings.failure_detection_seconds=1.2..2.1",
+            "propeller.observation_delay_seconds=0..10",
+            "pod_timings[0].timings.clock_offset_seconds=-0.25..0.25",
+        ),
+    ),
+    (
+        "sibling_user_error_cleanup",
+        "genuine-error-wins",
+        (
+            "attempts[0].events[0].at_seconds=20..21",
+            "timings.agent_shutdown_seconds=0.03..5",
+            "timings.upload_seconds=0.05..3",
+            "timings.failure_detection_seconds=1.2..2.1",
+            "propeller.observation_delay_seconds=0..10",
+            "pod_timings[0].timings.clock_offset_seconds=-0.25..0.25",
+        ),
+    ),
+)
+TABLE_PLUGINS = ("upstream", "seed-pr", "recoverable")
+#: a condition longer than this (the agent's monitor-poll arithmetic makes long ones) is left to `--json`
+TABLE_CONDITION_CHARS = 160
+
+
+def table_rows():
+    """Each case x plugin x aggregation flag, proved: (scenario, claim, plugin, aggregation, Proof)."""
+    from aggregation.prove import parse_claim, parse_range, prove
+    from aggregation.scenario import read_scenario
+
+    for scenario, claim, varies in TABLE_CASES:
+        source = read_scenario(scenario)
+        ranges = [parse_range(v, source.message) for v in varies]
+        for plugin in TABLE_PLUGINS:
+            for aggregation in (True, False):
+                proof = prove(source, parse_claim(claim, source.message), ranges, plugin, aggregation)
+                yield scenario, claim, plugin, aggregation, proof
+
+
+def _table_answer(proof: Proof) -> str:
+    if proof.verdict != COUNTEREXAMPLE:
+        return f"**{proof.verdict}** ({len(proof.paths):,} paths)"
+    outcomes = sorted({p.behaviour.final_phase for p in proof.counterexamples})
+    pairs = list(zip(proof.conditions, proof.counterexamples))
+    # a region with an inside (no equality) and a float witness first: the one a reader can try with `simulate`
+    pairs.sort(key=lambda pair: (not float_witness(pair[1]), any(" = " in line for line in pair[0]), len(str(pair[0]))))
+    condition, path = pairs[0]
+    where = "; ".join(condition)
+    where = f" where {where}," if len(where) <= TABLE_CONDITION_CHARS else ""
+    return (
+        f"**COUNTEREXAMPLE**: {' or '.join(outcomes)} on {len(proof.counterexamples):,} of {len(proof.paths):,} "
+        f"paths, e.g.{where} at {', '.join(f'{n}={v}' for n, v in path.choices)}"
+        f"{', ' if path.choices else ''}{point_text(path.witness)}"
+    )
+
+
+def table_markdown(rows) -> str:
+    lines = ["| scenario | claim | plugin | aggregation | answer |", "|---|---|---|---|---|"]
+    for scenario, claim, plugin, aggregation, proof in rows:
+        flag = "on" if aggregation else "off"
+        lines.append(f"| {scenario} | {claim} | {plugin} | {flag} | {_table_answer(proof)} |")
+    return "\n".join(lines) + "\n"
+
+
+TABLE_BEGIN, TABLE_END = "<!-- prove:begin -->\n", "<!-- prove:end -->"
+
+
+def readme_with_table(readme: str, table: str) -> str:
+    """`readme` with the text between its prove markers replaced by `table`."""
+    start = readme.index(TABLE_BEGIN) + len(TABLE_BEGIN)
+    return readme[:start] + table + readme[readme.index(TABLE_END, start) :]
+
+
+if __name__ == "__main__":  # `make proofs`: prove every table case again and write the table into the README
+    import sys
+
+    path = sys.argv[1]
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(readme_with_table(text, table_markdown(table_rows())))

@@ -1,0 +1,578 @@
+"""Prove a claim about a scenario for every assignment in a box of varied fields, by enumerating every path.
+
+The simulator is run concolically (`symbolic.py`): each varied field reads as a symbolic number, and a run
+returns, besides its execution, the exact condition (linear constraints over the varied fields and floors of
+them) under which the same code path, hence the same execution, is taken. An SMT solver (z3) then finds an
+assignment in the box that no explored path covers, and the next run explores it; when no such assignment
+exists, every path has been seen and the claim is decided for the whole box, not for a grid of it.
+
+Answers: PROVED (every path keeps the claim), COUNTEREXAMPLE (a path breaks it: its witness, and the condition
+under which the claim fails), UNKNOWN (the budget ran out, the solver gave up, or the simulator did something
+the recording cannot follow; never reported as proved). Discrete fields (which pod) are enumerated value by
+value.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable, Optional, Sequence
+
+from google.protobuf.descriptor import FieldDescriptor
+
+from aggregation import explore
+from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
+from aggregation.results import Execution
+from aggregation.scenario import ScenarioError, ScenarioSource
+from aggregation.symbolic import Constraint, Path, Sym, TermKey, holds, recording
+
+PROVED, COUNTEREXAMPLE, UNKNOWN = "PROVED", "COUNTEREXAMPLE", "UNKNOWN"
+MAX_PATHS = 2000
+MAX_SECONDS = 600.0
+#: counterexample paths whose minimal condition is worked out (each costs a solver call per constraint)
+CONDITIONS = 8
+
+
+# --- what varies --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Interval:
+    """A continuous field over [low, high] (the bounds as the floats the user wrote, exactly)."""
+
+    field: str
+    low: Fraction
+    high: Fraction
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A discrete field over a finite set of values (e.g. which pod is preempted)."""
+
+    field: str
+    values: tuple
+
+
+def parse_range(text: str, message: pb.Scenario) -> "Interval | Choice":
+    """`FIELD=LO..HI` (a number field, every value in between) or `FIELD=a,b,c` (finite); ScenarioError if not."""
+    if "=" not in text:
+        raise ScenarioError(f"--vary {text!r}: expected FIELD=LO..HI or FIELD=a,b,c")
+    name, spec = (part.strip() for part in text.split("=", 1))
+    descriptor = explore.field_descriptor(message, name)
+    numeric = descriptor.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT)
+    if ".." in spec:
+        if not numeric:
+            raise ScenarioError(f"--vary {text!r}: {name} is not a number field; list its values: {name}=a,b")
+        low_text, high_text = (part.strip() for part in spec.split("..", 1))
+        low = explore._typed(name, descriptor, low_text)
+        high = explore._typed(name, descriptor, high_text)
+        if high < low:
+            raise ScenarioError(f"--vary {text!r}: the range is empty ({high:g} < {low:g})")
+        return Interval(name, Fraction(low), Fraction(high))
+    if ":" in spec:
+        raise ScenarioError(f"--vary {text!r}: prove takes a whole interval LO..HI, not a grid start:stop:step")
+    values = tuple(explore._typed(name, descriptor, v.strip()) for v in spec.split(",") if v.strip())
+    if not values:
+        raise ScenarioError(f"--vary {text!r}: no values")
+    if numeric and len(values) == 1:
+        return Interval(name, Fraction(values[0]), Fraction(values[0]))
+    return Choice(name, tuple(dict.fromkeys(values)))
+
+
+# --- claims ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Claim:
+    text: str
+    meaning: str
+    holds: Callable[[Execution], bool]
+
+
+PHASES = ("SUCCEEDED", "RETRIED_THEN_SUCCEEDED", "SUCCEEDED_SILENTLY", "FAILED_PERMANENTLY", "STILL_RUNNING")
+
+
+def parse_claim(text: str, message: pb.Scenario) -> Claim:
+    """`retries`, `genuine-error-wins`, or `phase=P[|P...]`, `phase!=P`, `outcome=O`, `outcome!=O`, `code=C`,
+    `code!=C` on the final phase, headline outcome (`explore.OUTCOMES`) or final error code."""
+    kinds = [(e.WhichOneof("kind"), e) for a in message.attempts for e in a.events]
+    if text == "retries":
+        if not any(kind == "preemption" for kind, _ in kinds):
+            raise ScenarioError("--claim retries: the scenario has no preemption to retry from")
+        return Claim(
+            text,
+            "a preempted attempt is retried: never SUCCEEDED_SILENTLY, never FAILED_PERMANENTLY",
+            lambda e: explore.outcome_of(e) not in ("SUCCEEDED_SILENTLY", "FAILED_PERMANENTLY"),
+        )
+    if text == "genuine-error-wins":
+        if not any(kind == "worker_error" for kind, _ in kinds):
+            raise ScenarioError("--claim genuine-error-wins: the scenario injects no worker_error")
+        return Claim(
+            text,
+            "every attempt that uploaded a scenario-injected error reports that error",
+            lambda e: not e.masked_genuine_error,
+        )
+    for subject, read, allowed in (
+        ("phase", lambda e: e.final_phase.value, PHASES),
+        ("outcome", explore.outcome_of, explore.OUTCOMES),
+        ("code", lambda e: e.final_code or "", None),
+    ):
+        for operator in ("!=", "="):
+            prefix = subject + operator
+            if text.startswith(prefix):
+                values = tuple(v.strip() for v in text[len(prefix) :].split("|") if v.strip())
+                if not values:
+                    raise ScenarioError(f"--claim {text!r}: no value after {prefix}")
+                unknown = [v for v in values if allowed is not None and v not in allowed]
+                if unknown:
+                    raise ScenarioError(
+                        f"--claim {text!r}: {unknown[0]!r} is not a {subject} (expected one of {', '.join(allowed)})"
+                    )
+                wanted = operator == "="
+                listed = (" or " if wanted else " nor ").join(values)
+                meaning = f"the final {subject} is {'' if wanted else 'never '}{listed}"
+                return Claim(text, meaning, lambda e, r=read, v=values, w=wanted: (r(e) in v) == w)
+    raise ScenarioError(
+        f"--claim {text!r}: expected retries, genuine-error-wins, or phase=, outcome=, code= (or !=) a value"
+    )
+
+
+# --- one concolic run -------------------------------------------------------------------------------------
+class _Overlay:
+    """A read-only view of a scenario message whose varied scalar fields read as symbolic numbers; everything
+    else (validation's `ListFields`, `HasField`, nested messages) is the message's own."""
+
+    __slots__ = ("_message", "_path", "_values")
+
+    def __init__(self, message, path: str, values: dict) -> None:
+        self._message, self._path, self._values = message, path, values
+
+    def __getattr__(self, name: str):
+        value = getattr(self._message, name)
+        descriptor = self._message.DESCRIPTOR.fields_by_name.get(name)
+        if descriptor is None:
+            return value
+        path = self._path + name
+        if descriptor.type == FieldDescriptor.TYPE_MESSAGE:
+            if descriptor.is_repeated:
+                return [_Overlay(item, f"{path}[{i}].", self._values) for i, item in enumerate(value)]
+            return _Overlay(value, path + ".", self._values)
+        return self._values.get(path, value)
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """What one path does, as a reviewer compares paths: each attempt's verdict and the file that decided it."""
+
+    attempts: tuple[str, ...]
+    final_phase: str
+    final_code: str
+    outcome: str
+
+    def describe(self) -> str:
+        code = f" ({self.final_code})" if self.final_code else ""
+        return f"{self.final_phase}{code}: " + "; ".join(self.attempts)
+
+
+def behaviour_of(execution: Execution) -> Behaviour:
+    steps = []
+    for result in execution.attempts:
+        winner = result.winner
+        read = f", read {winner.pod}'s {winner.error.code if winner.error else winner.name}" if winner else ""
+        steps.append(f"#{result.attempt} {result.job_condition} -> {result.decision.decision.name}{read}")
+    return Behaviour(
+        tuple(steps), execution.final_phase.value, execution.final_code or "", explore.outcome_of(execution)
+    )
+
+
+@dataclass(frozen=True)
+class Run:
+    """One concolic run: the path condition it recorded and what it did (or the one line the model refused)."""
+
+    constraints: tuple[Constraint, ...]
+    execution: Optional[Execution]
+    refused: Optional[str]
+    untraceable: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The scenario, the varied fields and the plugin and flag it is proved for."""
+
+    source: ScenarioSource
+    message: pb.Scenario  # the scenario with the discrete choices of this sub-box applied
+    intervals: tuple[Interval, ...]
+    plugin: Optional[str] = None
+    aggregation: Optional[bool] = None
+    deployment: object = None
+
+    def spec_from(self, message) -> "object":
+        spec = self.source.spec(self.plugin, message=message)
+        if self.deployment is not None:
+            spec = spec.with_deployment(self.deployment)
+        if self.aggregation is not None:
+            spec = spec.with_aggregation(self.aggregation)
+        return spec
+
+    def concrete(self, assignment: dict[str, Fraction]) -> pb.Scenario:
+        message = pb.Scenario()
+        message.CopyFrom(self.message)
+        for name, value in assignment.items():
+            explore._assign(message, name, float(value))
+        return message
+
+
+def run_symbolic(problem: Problem, assignment: dict[str, Fraction]) -> Run:
+    """Simulate at `assignment` (exactly, in rationals) and record the path condition."""
+    from aggregation.simulate import simulate
+
+    path = Path({i.field: (i.low, i.high) for i in problem.intervals})
+    values = {name: Sym.variable(name, value) for name, value in assignment.items()}
+    message = _Overlay(problem.concrete(assignment), "", values)
+    execution, refused = None, None
+    with recording(path):
+        try:
+            execution = simulate(problem.spec_from(message))
+        except ScenarioError as e:
+            refused = str(e)
+    return Run(tuple(path.constraints), execution, refused, tuple(path.untraceable))
+
+
+def replay(problem: Problem, assignment: dict[str, Fraction]) -> Execution:
+    """The plain simulator, on plain floats, at `assignment`: what `aggsim simulate` says of that point."""
+    from aggregation.simulate import simulate
+
+    return simulate(problem.spec_from(problem.concrete(assignment)))
+
+
+# --- the search ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PathResult:
+    choices: tuple[tuple[str, object], ...]  # the discrete values of its sub-box
+    witness: dict  # field -> Fraction: a point that takes this path
+    constraints: tuple[Constraint, ...]
+    behaviour: Behaviour
+    holds: bool
+
+
+def float_witness(path: PathResult) -> bool:
+    """Whether the path's witness is made of floats (a region too thin for one, e.g. two moments exactly equal,
+    has only exact rational witnesses: the plain simulator cannot be asked about them)."""
+    return all(Fraction(float(v)) == v for v in path.witness.values())
+
+
+@dataclass(frozen=True)
+class Proof:
+    verdict: str
+    claim: Claim
+    paths: tuple[PathResult, ...]
+    seconds: float
+    reason: str = ""
+    counterexamples: tuple[PathResult, ...] = ()
+    conditions: tuple[tuple[str, ...], ...] = ()  # per counterexample path: the readable condition, minimal
+    intervals: tuple[Interval, ...] = ()
+    choices: tuple[Choice, ...] = ()
+
+    @property
+    def behaviours(self) -> int:
+        return len({p.behaviour for p in self.paths})
+
+
+class ProveError(ScenarioError):
+    """The box cannot be proved about as asked (one line: what and why)."""
+
+
+class _Solver:
+    """z3 over the varied fields of one box: is a region (a conjunction of recorded constraints and negations of
+    them) empty, and if not, an assignment in it."""
+
+    def __init__(self, intervals: Sequence[Interval], timeout_ms: int) -> None:
+        import z3
+
+        self.z3 = z3
+        # a context of its own: z3's models (our witnesses) then depend only on this proof's queries
+        self.ctx = z3.Context()
+        self.vars = {i.field: z3.Real(i.field, self.ctx) for i in intervals}
+        self.solver = z3.Solver(ctx=self.ctx)
+        self.solver.set("timeout", max(1, timeout_ms))
+        self._atoms: dict = {}
+        self._formulas: dict = {}
+        for i in intervals:
+            v = self.vars[i.field]
+            self.solver.add(v >= self._number(i.low), v <= self._number(i.high))
+
+    def _number(self, value: Fraction):
+        return self.z3.Q(value.numerator, value.denominator, self.ctx)
+
+    def term(self, key: TermKey):
+        items, const = key
+        parts = [self._number(c) * self._atom(a) for a, c in items]
+        if const:
+            parts.append(self._number(const))
+        return self.z3.Sum(parts) if len(parts) > 1 else parts[0]
+
+    def _atom(self, atom):
+        cached = self._atoms.get(atom)
+        if cached is None:
+            z3 = self.z3
+            if atom[0] == "var":
+                cached = self.vars[atom[1]]
+            elif atom[0] == "floor":
+                cached = z3.ToReal(z3.ToInt(self.term(atom[1])))
+            else:  # round half to even: floor(x + 1/2), one less where x + 1/2 is an odd integer
+                shifted = self.term(atom[1]) + z3.Q(1, 2, self.ctx)
+                up = z3.ToInt(shifted)
+                cached = z3.ToReal(z3.If(z3.And(z3.ToReal(up) == shifted, up % 2 == 1), up - 1, up))
+            self._atoms[atom] = cached
+        return cached
+
+    def formula(self, constraint: Constraint):
+        cached = self._formulas.get(constraint)
+        if cached is None:  # building z3 terms from Python costs more than most checks: build each once
+            key, relation = constraint
+            term = self.term(key)
+            zero = self.z3.RealVal(0, self.ctx)
+            cached = {"<": term < zero, "<=": term <= zero, "==": term == zero, "!=": term != zero}[relation]
+            self._formulas[constraint] = cached
+        return cached
+
+    def conjunction(self, constraints: Sequence[Constraint]):
+        if not constraints:
+            return self.z3.BoolVal(True, self.ctx)
+        return self.z3.And([self.formula(c) for c in constraints])
+
+    def point_in(self, prefix: Sequence[Constraint], negated: Optional[Constraint]) -> "dict | str | None":
+        """An assignment where `prefix` holds and `negated` does not; None when the region is empty; a string
+        when the solver gave up."""
+        z3 = self.z3
+        self.solver.push()
+        try:
+            for constraint in prefix:
+                self.solver.add(self.formula(constraint))
+            if negated is not None:
+                self.solver.add(z3.Not(self.formula(negated)))
+            result = self.solver.check()
+            if result == z3.unsat:
+                return None
+            if result != z3.sat:
+                return f"the solver gave up ({self.solver.reason_unknown()})"
+            model = self.solver.model()
+            point = {}
+            for name, v in self.vars.items():
+                value = model.eval(v, model_completion=True)
+                point[name] = Fraction(value.numerator_as_long(), value.denominator_as_long())
+            return point
+        finally:
+            self.solver.pop()
+
+
+def _in_region(point: dict, prefix: Sequence[Constraint], negated: Optional[Constraint]) -> bool:
+    return all(holds(c, point) for c in prefix) and (negated is None or not holds(negated, point))
+
+
+def _readable_point(
+    point: dict, intervals: Sequence[Interval], prefix: Sequence[Constraint], negated: Optional[Constraint]
+) -> dict:
+    """A nearby point with short decimals (a float each) still in the box and the region, when there is one:
+    witnesses a person can read and that plain-float replays reproduce."""
+    bounds = {i.field: (i.low, i.high) for i in intervals}
+
+    def fits(candidate: dict) -> bool:
+        in_box = all(bounds[n][0] <= v <= bounds[n][1] for n, v in candidate.items())
+        return in_box and _in_region(candidate, prefix, negated)
+
+    current = dict(point)
+    for name in point:  # one field at a time, each with as few decimals as the region allows
+        for digits in range(0, 10):
+            candidate = {**current, name: Fraction(round(float(point[name]), digits))}
+            if fits(candidate):
+                current = candidate
+                break
+    as_float = {name: Fraction(float(v)) for name, v in current.items()}
+    return as_float if fits(as_float) else current
+
+
+def _sub_boxes(message: pb.Scenario, choices: Sequence[Choice]):
+    """Every combination of the discrete choices, applied to a copy of the scenario."""
+    combos: list[tuple] = [()]
+    for choice in choices:
+        combos = [c + ((choice.field, v),) for c in combos for v in choice.values]
+    for combo in combos:
+        copy = pb.Scenario()
+        copy.CopyFrom(message)
+        for name, value in combo:
+            explore._assign(copy, name, value)
+        yield combo, copy
+
+
+class _Budget:
+    def __init__(self, max_paths: int, max_seconds: float) -> None:
+        self.started = time.perf_counter()
+        self.max_paths, self.max_seconds = max_paths, max_seconds
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def exhausted(self, paths: int) -> Optional[str]:
+        if paths < self.max_paths and self.elapsed() <= self.max_seconds:
+            return None
+        return (
+            f"the budget ran out ({paths:,} paths, {self.elapsed():.1f} s; at most {self.max_paths:,} paths and "
+            f"{self.max_seconds:g} s) before every path was explored"
+        )
+
+
+def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, paths: list) -> str:
+    """Every path of one box, by a generational search: a run's path condition c1..cn has as siblings the regions
+    c1..c(i-1), not ci; each non-empty sibling is run, and its own siblings below that depth explored in turn.
+    The regions partition the box, so when none is left every assignment has been covered exactly once.
+    Returns "" when complete, else why not."""
+    solver = _Solver(problem.intervals, int(max(1.0, budget.max_seconds - budget.elapsed()) * 1000))
+    pending: list[tuple[tuple[Constraint, ...], Optional[Constraint]]] = [((), None)]
+    while pending:
+        reason = budget.exhausted(len(paths))
+        if reason:
+            return reason
+        prefix, negated = pending.pop()
+        point = solver.point_in(prefix, negated)
+        if point is None:
+            continue
+        if isinstance(point, str):
+            return point
+        point = _readable_point(point, problem.intervals, prefix, negated)
+        run = run_symbolic(problem, point)
+        if run.refused is not None:
+            raise ProveError(f"the box holds scenarios the model refuses, e.g. at {_point_text(point)}: {run.refused}")
+        if run.untraceable:
+            return f"the simulator did what the prover cannot follow exactly: {run.untraceable[0]}"
+        depth = len(prefix) + (negated is not None)
+        # the run must have taken the region's decisions, in order, and its record must hold at its own point
+        if run.constraints[: len(prefix)] != prefix or not all(holds(c, point) for c in run.constraints):
+            return "a run did not retrace its region's recorded decisions (a bug in the prover: please report it)"
+        paths.append(PathResult(combo, point, run.constraints, behaviour_of(run.execution), claim.holds(run.execution)))
+        for index in range(len(run.constraints) - 1, depth - 1, -1):
+            pending.append((run.constraints[:index], run.constraints[index]))
+    return ""
+
+
+def prove(
+    source: ScenarioSource,
+    claim: Claim,
+    ranges: Sequence["Interval | Choice"],
+    plugin: Optional[str] = None,
+    aggregation: Optional[bool] = None,
+    deployment=None,
+    max_paths: int = MAX_PATHS,
+    max_seconds: float = MAX_SECONDS,
+) -> Proof:
+    """Decide `claim` for every assignment of `ranges` (PROVED / COUNTEREXAMPLE / UNKNOWN)."""
+    budget = _Budget(max_paths, max_seconds)
+    intervals = tuple(r for r in ranges if isinstance(r, Interval))
+    choices = tuple(r for r in ranges if isinstance(r, Choice))
+    names = [r.field for r in ranges]
+    if len(set(names)) != len(names):
+        raise ProveError(f"--vary {next(n for n in names if names.count(n) > 1)}: given twice")
+    paths: list[PathResult] = []
+    unknown = ""
+    for combo, message in _sub_boxes(source.message, choices):
+        problem = Problem(source, message, intervals, plugin, aggregation, deployment)
+        unknown = _explore_box(problem, combo, claim, budget, paths)
+        if unknown:
+            break
+    seconds = budget.elapsed()
+    broken = tuple(p for p in paths if not p.holds)
+    if broken:
+        conditions = tuple(readable_condition(p, intervals) for p in broken[:CONDITIONS])
+        verdict = COUNTEREXAMPLE
+        return Proof(verdict, claim, tuple(paths), seconds, unknown, broken, conditions, intervals, choices)
+    if unknown:
+        return Proof(UNKNOWN, claim, tuple(paths), seconds, unknown, intervals=intervals, choices=choices)
+    return Proof(PROVED, claim, tuple(paths), seconds, intervals=intervals, choices=choices)
+
+
+# --- conditions people can read ---------------------------------------------------------------------------
+def minimal_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple[Constraint, ...]:
+    """The path's constraints without those the others (and the box) already imply."""
+    import z3
+
+    solver = _Solver(intervals, 60_000)
+    kept = list(path.constraints)
+    for constraint in list(kept):
+        rest = [c for c in kept if c != constraint]
+        solver.solver.push()
+        solver.solver.add(solver.conjunction(rest), z3.Not(solver.formula(constraint)))
+        if solver.solver.check() == z3.unsat:
+            kept = rest
+        solver.solver.pop()
+    return tuple(kept)
+
+
+def readable_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple[str, ...]:
+    condition = tuple(render_constraint(c) for c in minimal_condition(path, intervals))
+    choices = tuple(f"{name} = {value}" for name, value in path.choices)
+    return choices + (condition or ("anywhere in the box",))
+
+
+def _number_text(value: Fraction) -> str:
+    if value.denominator == 1:
+        return str(value.numerator)
+    as_float = float(value)
+    if Fraction(as_float) == value:
+        return repr(as_float)  # the shortest decimal that reads back as this float
+    return f"{value} (~{as_float:.9g})"
+
+
+def _atom_text(atom) -> str:
+    if atom[0] == "var":
+        return atom[1]
+    return f"{atom[0]}({_term_text(atom[1])})"
+
+
+def _term_text(key: TermKey) -> str:
+    items, const = key
+    text = ""
+    for atom, coefficient in items:
+        sign = "-" if coefficient < 0 else "+"
+        size = abs(coefficient)
+        body = _atom_text(atom) if size == 1 else f"{_number_text(size)}*{_atom_text(atom)}"
+        text = (f"-{body}" if sign == "-" else body) if not text else f"{text} {sign} {body}"
+    if const:
+        text += f" {'-' if const < 0 else '+'} {_number_text(abs(const))}"
+    return text
+
+
+def render_constraint(constraint: Constraint) -> str:
+    """`term REL 0` as `left REL right`: the constant moved to the right, a single field's coefficient divided out."""
+    (items, const), relation = constraint
+    relation_text = {"<": "<", "<=": "<=", "==": "=", "!=": "!="}[relation]
+    if len(items) == 1:
+        atom, coefficient = items[0]
+        bound = -const / coefficient
+        if coefficient < 0:
+            relation_text = {"<": ">", "<=": ">="}.get(relation_text, relation_text)
+        return f"{_atom_text(atom)} {relation_text} {_number_text(bound)}"
+    return f"{_term_text((items, Fraction(0)))} {relation_text} {_number_text(-const)}"
+
+
+def _point_text(point: dict) -> str:
+    return ", ".join(f"{name}={_number_text(value)}" for name, value in point.items())
+
+
+def point_text(point: dict) -> str:
+    return _point_text(point)
+
+
+__all__ = [
+    "COUNTEREXAMPLE",
+    "PROVED",
+    "UNKNOWN",
+    "Choice",
+    "Claim",
+    "Interval",
+    "Proof",
+    "ProveError",
+    "parse_claim",
+    "parse_range",
+    "prove",
+    "replay",
+    "run_symbolic",
+    "behaviour_of",
+    "float_witness",
+]

@@ -1,0 +1,431 @@
+"""Symbolic numbers: the simulator's own code, run on numbers that remember which varied fields they came from.
+
+`aggsim prove` runs the ordinary simulator concolically. A varied field reads as a `Sym`: an exact concrete
+value (a `Fraction`, so the run follows real-number semantics, not float rounding) together with a linear term
+over the varied fields. Arithmetic keeps the term; every comparison that a varied field decides (the event
+queue's ordering, a pod's state checks, the reader's timestamp comparison) is answered from the concrete value
+and recorded on the active `Path` as a linear constraint. `math.floor`, `math.ceil`, `round` and `//` become
+floor atoms (integer-valued terms), so torch's whole-second stamps stay exact. The recorded constraints describe
+exactly the set of assignments that take the same path through the code.
+
+What the recording cannot follow is never guessed at: `float()`, `int()` or an index taken from a symbolic
+number, a product or quotient of two symbolic numbers, a timestamp read back that no upload registered: each
+is noted on the path (`Path.untraceable`), and the prover then answers UNKNOWN instead of PROVED.
+
+Outside a recording nothing here is used: the simulator's plain floats never meet a `Sym`.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from fractions import Fraction
+from typing import Optional
+
+#: An atom of a linear term: ("var", name) for a varied field, ("floor", key) for floor(term with that key).
+Atom = tuple
+#: A term's identity: its sorted (atom, coefficient) items and its constant.
+TermKey = tuple
+#: A recorded constraint: (term key, relation), meaning `term RELATION 0`, relation one of <, <=, ==, !=.
+Constraint = tuple
+
+_ACTIVE: Optional["Path"] = None
+
+
+def _fraction(value) -> Fraction:
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, (int, float)):
+        return Fraction(value)  # exact: a float's binary value, not its decimal spelling
+    raise TypeError(type(value).__name__)
+
+
+class Path:
+    """One concolic run's record: the constraints its branches took, the floor atoms it met, what it lost."""
+
+    def __init__(self, bounds: dict[str, tuple[Fraction, Fraction]]) -> None:
+        self.bounds: dict[Atom, tuple[Fraction, Fraction]] = {("var", name): b for name, b in bounds.items()}
+        self.constraints: list[Constraint] = []
+        self._seen: set[Constraint] = set()
+        self._upper: dict[tuple, tuple[Fraction, str]] = {}  # a sum's tightest recorded upper bound
+        self.untraceable: list[str] = []
+        self._stamps: dict[tuple, "Sym"] = {}
+
+    # --- recording -------------------------------------------------------------------------------
+    def record(self, key: TermKey, relation: str) -> None:
+        constraint = (key, relation)
+        if constraint in self._seen or self._implied(key, relation):
+            return
+        items, const = key
+        if relation in ("<", "<="):
+            # `sum < -const`: an earlier bound on the same sum at least as tight makes this one say nothing new
+            tightest = self._upper.get(items)
+            if tightest is not None and (tightest[0] > const or (tightest[0] == const and tightest[1] <= relation)):
+                return
+            self._upper[items] = (const, relation)
+        self._seen.add(constraint)
+        self.constraints.append(constraint)
+
+    def _implied(self, key: TermKey, relation: str) -> bool:
+        """True when the box alone (each atom within its bounds) makes `term RELATION 0` hold."""
+        low, high = self.interval(key)
+        if relation == "<":
+            return high < 0
+        if relation == "<=":
+            return high <= 0
+        if relation == "==":
+            return low == high == 0
+        return high < 0 or low > 0
+
+    def interval(self, key: TermKey) -> tuple[Fraction, Fraction]:
+        items, const = key
+        low = high = const
+        for atom, coefficient in items:
+            a, b = self.bounds[atom]
+            if coefficient > 0:
+                low, high = low + coefficient * a, high + coefficient * b
+            else:
+                low, high = low + coefficient * b, high + coefficient * a
+        return low, high
+
+    def integer_atom(self, kind: str, key: TermKey) -> Atom:
+        """("floor", key) or ("round", key): an integer-valued atom of a term (both are monotone, so its bounds
+        are those of the term's bounds)."""
+        atom = (kind, key)
+        if atom not in self.bounds:
+            low, high = self.interval(key)
+            whole = _INTEGER_PARTS[kind]
+            self.bounds[atom] = (Fraction(whole(low)), Fraction(whole(high)))
+        return atom
+
+    def lost(self, what: str) -> None:
+        frame = sys._getframe(2)
+        where = f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
+        self.untraceable.append(f"{what} at {where}")
+
+    # --- timestamps through the error documents ----------------------------------------------------
+    def register_stamp(self, identity: tuple, stamp: "Sym") -> int:
+        """An error document is about to carry `stamp` (ns): remember its term under the document's identity."""
+        concrete = int(stamp.value)
+        key = identity + (concrete,)
+        known = self._stamps.get(key)
+        if known is not None and known.key() != stamp.key():
+            self.lost("two error documents alike but for their symbolic stamps")
+        self._stamps[key] = stamp
+        return concrete
+
+    def traced_stamp(self, identity: tuple, concrete: int):
+        return self._stamps.get(identity + (concrete,), concrete)
+
+
+class recording:
+    """`with recording(path):` makes `path` the active record of symbolic comparisons."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> Path:
+        global _ACTIVE
+        self._previous, _ACTIVE = _ACTIVE, self.path
+        return self.path
+
+    def __exit__(self, *exc) -> None:
+        global _ACTIVE
+        _ACTIVE = self._previous
+
+
+def _path() -> Path:
+    if _ACTIVE is None:
+        raise RuntimeError("a symbolic number was used outside `recording`")
+    return _ACTIVE
+
+
+class Sym:
+    """An exact number with a linear term over the varied fields (and floor atoms of such terms)."""
+
+    __slots__ = ("value", "coeffs", "const")
+
+    def __init__(self, value: Fraction, coeffs: dict, const: Fraction) -> None:
+        self.value = value
+        self.coeffs = coeffs
+        self.const = const
+
+    @classmethod
+    def variable(cls, name: str, value) -> "Sym":
+        return cls(_fraction(value), {("var", name): Fraction(1)}, Fraction(0))
+
+    def key(self) -> TermKey:
+        return tuple(sorted(self.coeffs.items())), self.const
+
+    # --- arithmetic ------------------------------------------------------------------------------
+    @staticmethod
+    def _lift(other) -> Optional["Sym"]:
+        if isinstance(other, Sym):
+            return other
+        if isinstance(other, (int, float, Fraction)) and not isinstance(other, bool):
+            value = _fraction(other)
+            return Sym(value, {}, value)
+        if isinstance(other, bool):
+            return Sym(Fraction(int(other)), {}, Fraction(int(other)))
+        return None
+
+    def _combine(self, other: "Sym", sign: int) -> "Sym":
+        coeffs = dict(self.coeffs)
+        for atom, c in other.coeffs.items():
+            total = coeffs.get(atom, 0) + sign * c
+            if total:
+                coeffs[atom] = total
+            else:
+                coeffs.pop(atom, None)
+        return _make(self.value + sign * other.value, coeffs, self.const + sign * other.const)
+
+    def __add__(self, other):
+        if _infinite(other):
+            return other  # a bound that is never reached (e.g. no linger after the verdict)
+        other = Sym._lift(other)
+        return NotImplemented if other is None else self._combine(other, 1)
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        if _infinite(other):
+            return -other
+        other = Sym._lift(other)
+        return NotImplemented if other is None else self._combine(other, -1)
+
+    def __rsub__(self, other):
+        if _infinite(other):
+            return other
+        other = Sym._lift(other)
+        return NotImplemented if other is None else other._combine(self, -1)
+
+    def __neg__(self):
+        return self._scale(Fraction(-1))
+
+    def __pos__(self):
+        return self
+
+    def _scale(self, factor: Fraction) -> "Sym":
+        if not factor:
+            return Sym(Fraction(0), {}, Fraction(0))
+        return _make(self.value * factor, {a: c * factor for a, c in self.coeffs.items()}, self.const * factor)
+
+    def __mul__(self, other):
+        other = Sym._lift(other)
+        if other is None:
+            return NotImplemented
+        if not other.coeffs:
+            return self._scale(other.value)
+        if not self.coeffs:
+            return other._scale(self.value)
+        _path().lost("a product of two varied quantities (not linear)")
+        return _make(self.value * other.value, {}, self.value * other.value)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other):
+        other = Sym._lift(other)
+        if other is None:
+            return NotImplemented
+        if not other.coeffs:
+            return self._scale(1 / other.value)
+        _path().lost("a division by a varied quantity (not linear)")
+        return _make(self.value / other.value, {}, self.value / other.value)
+
+    def __rtruediv__(self, other):
+        other = Sym._lift(other)
+        return NotImplemented if other is None else other.__truediv__(self)
+
+    def __floordiv__(self, other):
+        quotient = self.__truediv__(other)
+        return NotImplemented if quotient is NotImplemented else math.floor(quotient)
+
+    def __rfloordiv__(self, other):
+        other = Sym._lift(other)
+        return NotImplemented if other is None else other.__floordiv__(self)
+
+    def __mod__(self, other):
+        quotient = self.__floordiv__(other)
+        return NotImplemented if quotient is NotImplemented else self - quotient * other
+
+    def __divmod__(self, other):
+        quotient = self.__floordiv__(other)
+        return NotImplemented if quotient is NotImplemented else (quotient, self - quotient * other)
+
+    # --- integer parts: floor atoms ------------------------------------------------------------
+    def __floor__(self):
+        if not self.coeffs:
+            return math.floor(self.value)
+        atom = _path().integer_atom("floor", self.key())
+        return Sym(Fraction(math.floor(self.value)), {atom: Fraction(1)}, Fraction(0))
+
+    def __ceil__(self):
+        return -math.floor(-self)
+
+    def __trunc__(self):
+        return math.floor(self) if self >= 0 else math.ceil(self)
+
+    def __round__(self, ndigits=None):
+        """Python's round-half-to-even: one atom, not a branch (a stamp rounded to the nanosecond decides nothing
+        by itself; comparing it does)."""
+        if not self.coeffs:
+            return round(self.value, ndigits)
+        if ndigits is not None:
+            scale = Fraction(10) ** ndigits
+            return round(self * scale) / scale
+        atom = _path().integer_atom("round", self.key())
+        return Sym(Fraction(round(self.value)), {atom: Fraction(1)}, Fraction(0))
+
+    def __abs__(self):
+        return -self if self < 0 else self
+
+    # --- comparisons: answered concretely, recorded symbolically -----------------------------------
+    def _compare(self, other, relation: str):
+        if _infinite(other):
+            return {"<": 0 < other, "<=": 0 < other, ">": 0 > other, ">=": 0 > other, "==": False, "!=": True}[relation]
+        other = Sym._lift(other)
+        if other is None:
+            return NotImplemented
+        difference = self._combine(other, -1)
+        value = difference.value
+        truth = {
+            "<": value < 0,
+            "<=": value <= 0,
+            "==": value == 0,
+            "!=": value != 0,
+            ">": value > 0,
+            ">=": value >= 0,
+        }[relation]
+        if difference.coeffs:
+            _record(difference, relation, truth)
+        return truth
+
+    def __lt__(self, other):
+        return self._compare(other, "<")
+
+    def __le__(self, other):
+        return self._compare(other, "<=")
+
+    def __gt__(self, other):
+        return self._compare(other, ">")
+
+    def __ge__(self, other):
+        return self._compare(other, ">=")
+
+    def __eq__(self, other):
+        return self._compare(other, "==")
+
+    def __ne__(self, other):
+        return self._compare(other, "!=")
+
+    def __bool__(self):
+        return self._compare(0, "!=")
+
+    def __hash__(self):
+        return hash(self.value)
+
+    # --- ways out of the recording ------------------------------------------------------------
+    def __float__(self):
+        if self.coeffs:
+            _path().lost("float() of a varied quantity")
+        return float(self.value)
+
+    def __int__(self):
+        if self.coeffs:
+            _path().lost("int() of a varied quantity")
+        return int(self.value)
+
+    def __index__(self):
+        if self.coeffs:
+            _path().lost("a varied quantity used as an integer")
+        if self.value.denominator != 1:
+            raise TypeError("a non-integral number used as an integer")
+        return int(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(float(self.value), spec)  # display only: a log line's text decides nothing
+
+    def __repr__(self) -> str:
+        return f"Sym({float(self.value)!r})"
+
+
+#: the integer part an atom of that kind takes: floor, or Python's round (half to even; exact on a Fraction)
+_INTEGER_PARTS = {"floor": math.floor, "round": round}
+
+
+def _infinite(value) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def _make(value: Fraction, coeffs: dict, const: Fraction) -> Sym:
+    """A Sym; with no varied field left in it, an exact constant that stays exact (a float would round)."""
+    return Sym(value, coeffs, const)
+
+
+#: `difference RELATION 0` held (or not): the constraint in its canonical form
+_CANONICAL = {
+    ("<", True): (1, "<"),
+    ("<", False): (-1, "<="),
+    ("<=", True): (1, "<="),
+    ("<=", False): (-1, "<"),
+    (">", True): (-1, "<"),
+    (">", False): (1, "<="),
+    (">=", True): (-1, "<="),
+    (">=", False): (1, "<"),
+    ("==", True): (1, "=="),
+    ("==", False): (1, "!="),
+    ("!=", True): (1, "!="),
+    ("!=", False): (1, "=="),
+}
+
+
+def _record(difference: Sym, relation: str, truth: bool) -> None:
+    sign, canonical = _CANONICAL[relation, truth]
+    term = difference if sign == 1 else difference._scale(Fraction(-1))
+    key = _normalised(term.key(), canonical)
+    _path().record(key, canonical)
+
+
+def _normalised(key: TermKey, relation: str) -> TermKey:
+    """Scale `term RELATION 0` so its first coefficient is +-1 (positive for == and !=): one key per constraint."""
+    items, const = key
+    lead = abs(items[0][1]) if relation in ("<", "<=") else items[0][1]
+    if lead == 1:
+        return key
+    return tuple((a, c / lead) for a, c in items), const / lead
+
+
+# --- the seams the simulator calls -----------------------------------------------------------------
+def stamp_ns(seconds, identity: tuple) -> int:
+    """`round(seconds * 1e9)`, the nanoseconds an error document carries; a symbolic stamp is registered under
+    the document's `identity` so a reader that parses the document back compares the term, not the number."""
+    stamp = round(seconds * 1e9)
+    if isinstance(stamp, Sym):
+        return _path().register_stamp(identity, stamp)
+    return stamp
+
+
+def traced_stamp(identity: tuple, concrete: Optional[int]):
+    """The stamp a reader parsed from a document: during a recording, the symbolic term registered for it."""
+    if _ACTIVE is None or concrete is None:
+        return concrete
+    return _ACTIVE.traced_stamp(identity, concrete)
+
+
+def evaluate(key: TermKey, assignment: dict[str, Fraction]) -> Fraction:
+    """The exact value of a term at an assignment of the varied fields."""
+    items, const = key
+    total = const
+    for atom, coefficient in items:
+        if atom[0] == "var":
+            value = assignment[atom[1]]
+        else:
+            value = Fraction(_INTEGER_PARTS[atom[0]](evaluate(atom[1], assignment)))
+        total += coefficient * value
+    return total
+
+
+def holds(constraint: Constraint, assignment: dict[str, Fraction]) -> bool:
+    key, relation = constraint
+    value = evaluate(key, assignment)
+    return {"<": value < 0, "<=": value <= 0, "==": value == 0, "!=": value != 0}[relation]

@@ -1,0 +1,271 @@
+"""`aggsim prove`: symbolic numbers, the path enumeration, and that its answers are exact.
+
+Exactness is checked two ways, as the prover's own claim requires: every path's witness, replayed by the plain
+simulator on plain floats, does what the path recorded; and points drawn at random from the box (hypothesis)
+each fall in exactly one explored path's region, whose behaviour the plain simulator reproduces there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path as Path_
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aggregation import prove as P
+from aggregation.scenario import ScenarioError, read_scenario
+from aggregation.symbolic import Path, Sym, holds, recording
+
+AGGSIM = str(Path_(sys.executable).with_name("aggsim"))
+PREEMPTION = "preemption_during_training"
+SIGNAL_AT = "attempts[0].events[1].at_seconds"
+#: the demo's sweep ranges, the signal's arrival widened to a whole second
+SEED_BOX = (
+    f"{SIGNAL_AT}=30..31",
+    "timings.agent_shutdown_seconds=0.03..5",
+    "timings.upload_seconds=0.05..3",
+    "propeller.observation_delay_seconds=0..10",
+)
+
+
+def _proof(scenario: str, claim: str, varies, plugin: str, aggregation: bool, **budget):
+    source = read_scenario(scenario)
+    ranges = [P.parse_range(v, source.message) for v in varies]
+    proof = P.prove(source, P.parse_claim(claim, source.message), ranges, plugin, aggregation, **budget)
+    problem = P.Problem(source, source.message, proof.intervals, plugin, aggregation)
+    return proof, problem
+
+
+# --- the numbers ---------------------------------------------------------------------------------------
+def test_a_symbolic_comparison_is_answered_concretely_and_recorded() -> None:
+    path = Path({"x": (Fraction(0), Fraction(10))})
+    with recording(path):
+        x = Sym.variable("x", Fraction(3))
+        assert (x + 0.5 < 4) is True
+        assert (x * 2 >= 5) is True
+        assert (x * 2 < 7) is True  # the same condition as the first: recorded once
+        assert (x - x == 0) is True  # no varied field left: nothing to record
+    assert [holds(c, {"x": Fraction(3)}) for c in path.constraints] == [True, True]
+    assert not all(holds(c, {"x": Fraction(37, 10)}) for c in path.constraints)  # x + 0.5 >= 4 there
+    assert path.untraceable == []
+
+
+def test_a_comparison_the_box_decides_is_not_a_branch() -> None:
+    path = Path({"x": (Fraction(1), Fraction(2))})
+    with recording(path):
+        x = Sym.variable("x", Fraction(3, 2))
+        assert x > 0 and x < 5
+    assert path.constraints == []
+
+
+@given(st.fractions(min_value=-50, max_value=50, max_denominator=1000))
+def test_floor_ceil_and_round_are_pythons_exactly(value: Fraction) -> None:
+    """torch's `int(time.time())` stamps and flytekit's nanosecond rounding, as atoms that evaluate like Python."""
+    path = Path({"x": (Fraction(-50), Fraction(50))})
+    with recording(path):
+        x = Sym.variable("x", value)
+        results = (math.floor(x), math.ceil(x), round(x), round(x * 2), x // 3, x % 3)
+    expected = (math.floor(value), math.ceil(value), round(value), round(value * 2), value // 3, value % 3)
+    assert tuple(r.value for r in results) == expected
+    assert path.untraceable == []
+
+
+def test_what_the_recording_cannot_follow_is_noted() -> None:
+    path = Path({"x": (Fraction(0), Fraction(10)), "y": (Fraction(0), Fraction(10))})
+    with recording(path):
+        x, y = Sym.variable("x", 1), Sym.variable("y", 2)
+        float(x)
+        x * y
+    assert len(path.untraceable) == 2 and "float()" in path.untraceable[0] and "product" in path.untraceable[1]
+
+
+# --- answers ---------------------------------------------------------------------------------------------
+def test_upstream_silent_success_is_a_counterexample_with_its_condition() -> None:
+    """flytekitplugins-kfpytorch 1.16 `task.py`: SignalException -> IgnoreOutputs, so a preempted job succeeds."""
+    proof, problem = _proof(PREEMPTION, "retries", SEED_BOX, "upstream", True)
+    assert proof.verdict == P.COUNTEREXAMPLE
+    # silent success, or (propeller looking late) the survivor's consequential error read as the node's failure
+    outcomes = {p.behaviour.outcome for p in proof.counterexamples}
+    assert outcomes == {"SUCCEEDED_SILENTLY", "FAILED_PERMANENTLY"}
+    for path in proof.counterexamples:
+        if P.float_witness(path):  # (a region too thin for a float, e.g. two moments exactly equal, is skipped)
+            assert P.replay(problem, path.witness).final_phase.value == path.behaviour.final_phase
+    assert proof.conditions and all(isinstance(line, str) for line in proof.conditions[0])
+
+
+def test_seed_pr_loses_to_a_truncated_stamp() -> None:
+    """torch `errors/error_handler.py` stamps the survivor's failure with whole seconds; the seed PR stamps its
+    signal after shutdown: the survivor's non-recoverable error is earlier, and the node fails for good."""
+    proof, _ = _proof(PREEMPTION, "retries", SEED_BOX, "seed-pr", True)
+    assert proof.verdict == P.COUNTEREXAMPLE
+    assert {p.behaviour.final_phase for p in proof.counterexamples} == {"FAILED_PERMANENTLY"}
+
+
+@pytest.mark.parametrize("aggregation", [True, False])
+def test_the_recoverable_plugin_retries_for_every_timing_in_the_box(aggregation: bool) -> None:
+    proof, _ = _proof(PREEMPTION, "retries", SEED_BOX, "recoverable", aggregation)
+    assert proof.verdict == P.PROVED, proof.reason
+    assert len(proof.paths) > 1 and proof.reason == ""
+
+
+def test_a_budget_that_runs_out_is_unknown_never_proved() -> None:
+    proof, _ = _proof(PREEMPTION, "retries", SEED_BOX, "recoverable", True, max_paths=3)
+    assert proof.verdict == P.UNKNOWN and "budget" in proof.reason and len(proof.paths) == 3
+
+
+def test_a_product_of_varied_fields_is_unknown() -> None:
+    """The monitor interval multiplies a symbolic poll count (`_next_poll`): not linear, so not followed."""
+    proof, _ = _proof(
+        PREEMPTION,
+        "retries",
+        (f"{SIGNAL_AT}=30..31", "job.monitor_interval_seconds=4..6"),
+        "recoverable",
+        True,
+    )
+    assert proof.verdict == P.UNKNOWN and "product" in proof.reason or "division" in proof.reason
+
+
+def test_a_box_with_scenarios_the_model_refuses_is_refused() -> None:
+    with pytest.raises(P.ProveError, match="refuses.*after the job ended"):
+        _proof(PREEMPTION, "retries", (f"{SIGNAL_AT}=100..130",), "recoverable", True)
+
+
+@pytest.mark.parametrize(
+    "claim, problem",
+    [
+        ("phase=DONE", "not a phase"),
+        ("sometimes", "expected retries"),
+        ("genuine-error-wins", "no worker_error"),
+    ],
+)
+def test_bad_claims_are_one_line(claim: str, problem: str) -> None:
+    with pytest.raises(ScenarioError, match=problem):
+        P.parse_claim(claim, read_scenario(PREEMPTION).message)
+
+
+@pytest.mark.parametrize(
+    "vary, problem",
+    [
+        ("timings.upload_seconds=3..1", "empty"),
+        ("timings.upload_seconds=0:1:0.1", "whole interval"),
+        ("attempts[0].events[1].pod=0..1", "not a number field"),
+        ("timings.nothing=0..1", "no field"),
+    ],
+)
+def test_bad_ranges_are_one_line(vary: str, problem: str) -> None:
+    with pytest.raises(ScenarioError, match=problem):
+        P.parse_range(vary, read_scenario(PREEMPTION).message)
+
+
+# --- exactness ---------------------------------------------------------------------------------------------
+EXACTNESS_CASES = [
+    (PREEMPTION, "retries", SEED_BOX, "seed-pr", True),
+    (PREEMPTION, "retries", SEED_BOX + ("attempts[0].events[1].pod=train-worker-0,train-worker-1",), "upstream", False),
+    (
+        "sibling_user_error_cleanup",
+        "genuine-error-wins",
+        (
+            "attempts[0].events[0].at_seconds=20..21",
+            "pod_timings[0].timings.clock_offset_seconds=-0.25..0.25",
+            "timings.upload_seconds=0.05..3",
+            "propeller.observation_delay_seconds=0..10",
+        ),
+        "seed-pr",
+        False,
+    ),
+]
+_PROOFS: dict = {}
+
+
+def _cached(case):
+    if case not in _PROOFS:
+        _PROOFS[case] = _proof(*case)
+    return _PROOFS[case]
+
+
+@pytest.mark.parametrize("case", EXACTNESS_CASES, ids=lambda c: f"{c[0]}-{c[3]}-{c[4]}")
+def test_every_witness_replayed_on_plain_floats_does_what_its_path_recorded(case) -> None:
+    """A path with an inside (no equality in its condition) has a float witness, and the plain simulator on plain
+    floats does there what the path recorded. A path on a boundary (two moments exactly equal) holds no float
+    in general and the plain simulator rounds its sums: its exact witness is rerun exactly, from scratch."""
+    proof, problem = _cached(case)
+    assert proof.verdict != P.UNKNOWN, proof.reason
+    inside = 0
+    for path in proof.paths:
+        sub = _sub_problem(problem, path)
+        if all(relation != "==" for _, relation in path.constraints):
+            assert P.float_witness(path), P.point_text(path.witness)
+            assert P.behaviour_of(P.replay(sub, path.witness)) == path.behaviour, P.point_text(path.witness)
+            inside += 1
+        rerun = P.run_symbolic(sub, path.witness)
+        assert rerun.constraints == path.constraints
+        assert P.behaviour_of(rerun.execution) == path.behaviour
+    assert inside >= 3
+
+
+def _sub_problem(problem, path):
+    from aggregation.proof_report import _problem_for
+
+    return _problem_for(problem, path)
+
+
+@pytest.mark.parametrize("case", EXACTNESS_CASES, ids=lambda c: f"{c[0]}-{c[3]}-{c[4]}")
+def test_random_points_fall_in_exactly_one_path_that_the_plain_simulator_agrees_with(case) -> None:
+    proof, problem = _cached(case)
+    intervals = proof.intervals
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        st.tuples(*(st.floats(float(i.low), float(i.high), allow_nan=False) for i in intervals)),
+        st.tuples(*(st.sampled_from(c.values) for c in proof.choices)),
+    )
+    def check(values, chosen) -> None:
+        point = {i.field: Fraction(v) for i, v in zip(intervals, values)}
+        choices = tuple((c.field, v) for c, v in zip(proof.choices, chosen))
+        covering = [p for p in proof.paths if p.choices == choices and all(holds(c, point) for c in p.constraints)]
+        assert len(covering) == 1, f"{len(covering)} paths cover {P.point_text(point)}"
+        path = covering[0]
+        execution = P.replay(_sub_problem(problem, path), point)
+        assert P.behaviour_of(execution) == path.behaviour, P.point_text(point)
+
+    check()
+
+
+# --- the command -------------------------------------------------------------------------------------------
+def _aggsim(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([AGGSIM, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_cli_exit_status_says_the_verdict() -> None:
+    box = [a for v in SEED_BOX[:2] for a in ("--vary", v)]
+    proved = _aggsim("prove", PREEMPTION, "--claim", "retries", "--plugin", "recoverable", *box)
+    assert proved.returncode == 0 and proved.stdout.startswith("PROVED"), proved.stderr
+    broken = _aggsim("prove", PREEMPTION, "--claim", "retries", "--plugin", "upstream", "--json", *box)
+    assert broken.returncode == 1
+    answer = json.loads(broken.stdout)
+    assert answer["verdict"] == "COUNTEREXAMPLE" and answer["counterexamples"][0]["final_phase"] == "SUCCEEDED_SILENTLY"
+
+
+def test_cli_bad_input_is_one_line_and_exit_2() -> None:
+    result = _aggsim("prove", PREEMPTION, "--claim", "retries", "--vary", "timings.upload_seconds=x..1")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_the_readme_table_is_what_prove_answers_today() -> None:
+    """README "Proving, not sampling": each plugin x aggregation flag on the shipped incidents (`make proofs`)."""
+    from aggregation.proof_report import readme_with_table, table_markdown, table_rows
+
+    readme = (Path_(__file__).resolve().parent.parent / "README.md").read_text()
+    rows = list(table_rows())
+    assert readme_with_table(readme, table_markdown(rows)) == readme, "run `make proofs`"
+    answers = {(r[0], r[2], r[3]): r[4].verdict for r in rows}
+    # upstream's silent success and seed-pr's truncated-stamp loss are counterexamples; this plugin's rows hold
+    assert answers["preemption_during_training", "upstream", True] == P.COUNTEREXAMPLE
+    assert answers["preemption_during_training", "seed-pr", True] == P.COUNTEREXAMPLE
+    assert all(v == P.PROVED for (_, plugin, _), v in answers.items() if plugin == "recoverable")
