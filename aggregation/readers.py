@@ -13,14 +13,13 @@ evaluation round and tries again, and after `max-workflow-retries` such rounds f
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Callable, Optional
 
 from flyteidl.core import errors_pb2, execution_pb2
 from google.protobuf.message import DecodeError
 
 from aggregation import defaults, gotime
 from aggregation.storage import ObjectNotFound, OutputPrefix, StorageError
-from aggregation.symbolic import traced_stamp
 from aggregation.wire import decode_error_document
 
 #: flytestdlib storage `maxDownloadMBs` default in bytes: error files larger than this are a Go error.
@@ -122,6 +121,11 @@ class ListedErrors:
     ignored: tuple[str, ...]
 
 
+#: Set by `aggregation.symbolic.recording` while `aggsim prove` records a run (None otherwise): maps a parsed
+#: stamp back to the symbolic term it was written from. A hook, so that the readers never import the prover.
+STAMP_TRACER: Optional[Callable[[tuple, int], object]] = None
+
+
 def document_to_error(document: errors_pb2.ErrorDocument, path: str, reference: str) -> ObservedError:
     """`errorDoc2ExecutionError`: origin becomes kind; recoverable only when kind == RECOVERABLE.
 
@@ -139,9 +143,9 @@ def document_to_error(document: errors_pb2.ErrorDocument, path: str, reference: 
     timestamp_ns = None
     if container.HasField("timestamp"):
         stamp = container.timestamp
-        # the symbolic stamp the document was written with, when `aggsim prove` traces one (else the number)
         timestamp_ns = stamp.seconds * 1_000_000_000 + stamp.nanos
-        timestamp_ns = traced_stamp((container.worker, container.code, container.message), timestamp_ns)
+        if STAMP_TRACER is not None:  # `aggsim prove`: the symbolic stamp the document was written with
+            timestamp_ns = STAMP_TRACER((container.worker, container.code, container.message), timestamp_ns)
     return ObservedError(
         code=container.code,
         message=container.message,

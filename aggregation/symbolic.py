@@ -104,18 +104,30 @@ class Path:
         self.untraceable.append(f"{what} at {where}")
 
     # --- timestamps through the error documents ----------------------------------------------------
-    def register_stamp(self, identity: tuple, stamp: "Sym") -> int:
-        """An error document is about to carry `stamp` (ns): remember its term under the document's identity."""
-        concrete = int(stamp.value)
+    def register_stamp(self, identity: tuple, stamp) -> int:
+        """An error document is about to carry `stamp` (ns, symbolic or not): remember it under the document's
+        identity, so the reader that parses the document back compares the term."""
+        symbolic = isinstance(stamp, Sym)
+        concrete = int(stamp.value) if symbolic else stamp
         key = identity + (concrete,)
         known = self._stamps.get(key)
-        if known is not None and known.key() != stamp.key():
+        if known is not None and _term_of(known) != _term_of(stamp):
             self.lost("two error documents alike but for their symbolic stamps")
         self._stamps[key] = stamp
         return concrete
 
     def traced_stamp(self, identity: tuple, concrete: int):
-        return self._stamps.get(identity + (concrete,), concrete)
+        """The stamp a reader parsed, as it was written; one no upload registered (bytes cut short, say) may hide
+        a dependence on the varied fields, so the run cannot be followed exactly."""
+        traced = self._stamps.get(identity + (concrete,))
+        if traced is None:
+            self.lost("a timestamp read back that no error document was written with")
+            return concrete
+        return traced
+
+
+def _term_of(value):
+    return value.key() if isinstance(value, Sym) else value
 
 
 class recording:
@@ -126,12 +138,18 @@ class recording:
 
     def __enter__(self) -> Path:
         global _ACTIVE
+        from aggregation import readers
+
         self._previous, _ACTIVE = _ACTIVE, self.path
+        self._previous_tracer, readers.STAMP_TRACER = readers.STAMP_TRACER, self.path.traced_stamp
         return self.path
 
     def __exit__(self, *exc) -> None:
         global _ACTIVE
+        from aggregation import readers
+
         _ACTIVE = self._previous
+        readers.STAMP_TRACER = self._previous_tracer
 
 
 def _path() -> Path:
@@ -400,16 +418,9 @@ def stamp_ns(seconds, identity: tuple) -> int:
     """`round(seconds * 1e9)`, the nanoseconds an error document carries; a symbolic stamp is registered under
     the document's `identity` so a reader that parses the document back compares the term, not the number."""
     stamp = round(seconds * 1e9)
-    if isinstance(stamp, Sym):
-        return _path().register_stamp(identity, stamp)
+    if _ACTIVE is not None:
+        return _ACTIVE.register_stamp(identity, stamp)
     return stamp
-
-
-def traced_stamp(identity: tuple, concrete: Optional[int]):
-    """The stamp a reader parsed from a document: during a recording, the symbolic term registered for it."""
-    if _ACTIVE is None or concrete is None:
-        return concrete
-    return _ACTIVE.traced_stamp(identity, concrete)
 
 
 def evaluate(key: TermKey, assignment: dict[str, Fraction]) -> Fraction:
