@@ -636,10 +636,12 @@ PROVE_EXIT = {"PROVED": 0, "COUNTEREXAMPLE": 1, "UNKNOWN": 3}
 @click.option("--plugin", type=PLUGIN_CHOICE, help="override the scenario's plugin variant")
 @click.option("--aggregation/--no-aggregation", default=None, help="override enable-distributed-error-aggregation")
 @click.option(
-    "--max-paths", type=click.IntRange(min=1), default=2000, show_default=True, help="then answer UNKNOWN"
+    "--max-paths", type=click.IntRange(min=1), default=defaults.PROVE_MAX_PATHS, show_default=True,
+    help="then answer UNKNOWN",
 )
 @click.option(
-    "--max-seconds", type=click.FloatRange(min=0.1), default=600, show_default=True, help="then answer UNKNOWN"
+    "--max-seconds", type=click.FloatRange(min=0.1), default=defaults.PROVE_MAX_SECONDS, show_default=True,
+    help="then answer UNKNOWN",
 )
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @PROPELLER_CONFIG_OPTION
@@ -660,7 +662,7 @@ def prove(
         _fail(f"prove needs z3: pip install z3-solver ({e})")
         return
     from aggregation.proof_report import proof_to_json, render_proof
-    from aggregation.prove import Problem, parse_claim, parse_range
+    from aggregation.prove import parse_claim, parse_range
     from aggregation.prove import prove as run_prove
 
     try:
@@ -678,8 +680,7 @@ def prove(
     if as_json:
         _echo_json(proof_to_json(proof))
     else:
-        problem = Problem(source, source.message, proof.intervals, plugin, aggregation, deployment)
-        render_proof(proof, problem, _console())
+        render_proof(proof, _console())
     sys.exit(PROVE_EXIT[proof.verdict])
 
 

@@ -79,5 +79,7 @@ MAX_ATTEMPTS = 100  # the simulator plays at most this many attempts of one node
 MAX_NPROC_PER_NODE = 1024
 MAX_MONITOR_INTERVAL_SECONDS = 3600.0  # an agent that looks at its workers less than hourly is a typo
 MAX_SWEEP_SAMPLES = 1_000_000  # `sweep --samples` at most: each assignment runs under up to six plugin x flag cells
+PROVE_MAX_PATHS = 2000  # `aggsim prove` answers UNKNOWN past this many paths...
+PROVE_MAX_SECONDS = 600.0  # ...or this long
 MAX_VALUES_PER_VARIATION = 1_000_000  # one `--vary` range; a sweep samples `--samples` of all the combinations
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a propeller configuration file larger than this is refused, not parsed

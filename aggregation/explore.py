@@ -172,7 +172,7 @@ def field_descriptor(message: pb.Scenario, path: str) -> FieldDescriptor:
     raise ScenarioError(f"--vary {path}: empty field path")  # pragma: no cover - split never yields nothing
 
 
-def _typed(path: str, descriptor: FieldDescriptor, text: str):
+def typed_value(path: str, descriptor: FieldDescriptor, text: str):
     """One value of a `--vary` list, read by the field's type."""
     kind = descriptor.type
     if kind == descriptor.TYPE_STRING:
@@ -216,7 +216,7 @@ def parse_variation(text: str, message: pb.Scenario) -> Variation:
         parts = spec.split(":")
         if len(parts) != 3:
             raise ScenarioError(f"--vary {text!r}: a range is start:stop:step")
-        start, stop, step = (_typed(name, descriptor, part.strip()) for part in parts)
+        start, stop, step = (typed_value(name, descriptor, part.strip()) for part in parts)
         if step <= 0 or stop < start:
             raise ScenarioError(f"--vary {text!r}: need step > 0 and stop >= start")
         count = int((stop - start) / step + 1e-9) + 1
@@ -225,13 +225,13 @@ def parse_variation(text: str, message: pb.Scenario) -> Variation:
                 f"--vary {text!r}: {count:,} values, over the {MAX_VALUES_PER_FIELD:,} a field may take; widen the step"
             )
         return Variation(name, NumberRange(start, step, count, descriptor.type in _INTEGER_RANGES))
-    values = tuple(_typed(name, descriptor, v.strip()) for v in spec.split(",") if v.strip())
+    values = tuple(typed_value(name, descriptor, v.strip()) for v in spec.split(",") if v.strip())
     if not values:
         raise ScenarioError(f"--vary {text!r}: no values")
     return Variation(name, values)
 
 
-def _assign(message: pb.Scenario, path: str, value) -> None:
+def assign_field(message: pb.Scenario, path: str, value) -> None:
     """Set the scalar at `path` (checked by `field_descriptor` when the variation was parsed) to `value`."""
     *parents, last = path.split(".")
     target = message
@@ -349,7 +349,7 @@ def sweep(
         assignment = tuple(zip((v.field for v in variations), values))
         try:
             for variation, value in zip(variations, values):
-                _assign(message, variation.field, value)
+                assign_field(message, variation.field, value)
             base = source.spec(plugin_override=plugins[0], message=message)
         except ScenarioError as e:  # the scenario's own rules, for a value the sweep put in
             raise ScenarioError(f"--vary {_assignment_text(assignment)}: {e}") from None

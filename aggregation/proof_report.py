@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aggregation.prove import COUNTEREXAMPLE, PROVED, Proof, float_witness, point_text, replay
+from aggregation.prove import COUNTEREXAMPLE, PROVED, Proof, float_witness, point_text
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-    from aggregation.prove import Problem
 
 #: counterexample paths whose conditions are listed (the JSON carries them all)
 SHOWN_CONDITIONS = 3
@@ -21,7 +19,7 @@ def _box_lines(proof: Proof) -> list[str]:
     return lines or ["nothing varied: the scenario as written"]
 
 
-def render_proof(proof: Proof, problem: "Problem", console: "Console") -> None:
+def render_proof(proof: Proof, console: "Console") -> None:
     from rich.text import Text
 
     from aggregation.report import render_execution
@@ -59,25 +57,7 @@ def render_proof(proof: Proof, problem: "Problem", console: "Console") -> None:
     console.print(f"\nA witness: {point_text(first.witness)}", highlight=False, soft_wrap=True)
     console.print(f"  {first.behaviour.describe()}", highlight=False, soft_wrap=True)
     console.print("Its timeline (the plain simulator at that point):", highlight=False)
-    render_execution(replay(_problem_for(problem, first), first.witness), console)
-
-
-def _problem_for(problem: "Problem", path) -> "Problem":
-    """The problem of the sub-box (discrete choices) a path was found in."""
-    from dataclasses import replace
-
-    from aggregation import explore
-    from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
-
-    message = pb.Scenario()
-    message.CopyFrom(problem.message)
-    for name, value in path.choices:
-        explore._assign(message, name, value)
-    return replace(problem, message=message)
-
-
-def _number(value) -> float:
-    return float(value)
+    render_execution(proof.replay(first), console)
 
 
 def proof_to_json(proof: Proof) -> dict:
@@ -93,7 +73,7 @@ def proof_to_json(proof: Proof) -> dict:
         "reason": proof.reason or None,
         "counterexamples": [
             {
-                "witness": {name: _number(v) for name, v in p.witness.items()},
+                "witness": {name: float(v) for name, v in p.witness.items()},
                 "witness_exact": {name: str(v) for name, v in p.witness.items()},
                 "choices": dict(p.choices),
                 "behaviour": p.behaviour.describe(),

@@ -15,21 +15,19 @@ value.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Callable, Optional, Sequence
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from aggregation import explore
+from aggregation import defaults, explore
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.results import Execution
 from aggregation.scenario import ScenarioError, ScenarioSource
 from aggregation.symbolic import Constraint, Path, Sym, TermKey, holds, recording
 
 PROVED, COUNTEREXAMPLE, UNKNOWN = "PROVED", "COUNTEREXAMPLE", "UNKNOWN"
-MAX_PATHS = 2000
-MAX_SECONDS = 600.0
 #: counterexample paths whose minimal condition is worked out (each costs a solver call per constraint)
 CONDITIONS = 8
 
@@ -63,14 +61,14 @@ def parse_range(text: str, message: pb.Scenario) -> "Interval | Choice":
         if not numeric:
             raise ScenarioError(f"--vary {text!r}: {name} is not a number field; list its values: {name}=a,b")
         low_text, high_text = (part.strip() for part in spec.split("..", 1))
-        low = explore._typed(name, descriptor, low_text)
-        high = explore._typed(name, descriptor, high_text)
+        low = explore.typed_value(name, descriptor, low_text)
+        high = explore.typed_value(name, descriptor, high_text)
         if high < low:
             raise ScenarioError(f"--vary {text!r}: the range is empty ({high:g} < {low:g})")
         return Interval(name, Fraction(low), Fraction(high))
     if ":" in spec:
         raise ScenarioError(f"--vary {text!r}: prove takes a whole interval LO..HI, not a grid start:stop:step")
-    values = tuple(explore._typed(name, descriptor, v.strip()) for v in spec.split(",") if v.strip())
+    values = tuple(explore.typed_value(name, descriptor, v.strip()) for v in spec.split(",") if v.strip())
     if not values:
         raise ScenarioError(f"--vary {text!r}: no values")
     if numeric and len(values) == 1:
@@ -211,12 +209,17 @@ class Problem:
             spec = spec.with_aggregation(self.aggregation)
         return spec
 
-    def concrete(self, assignment: dict[str, Fraction]) -> pb.Scenario:
+    def with_values(self, values: dict) -> pb.Scenario:
+        """A copy of the scenario with these fields set (the continuous ones as the floats they are)."""
         message = pb.Scenario()
         message.CopyFrom(self.message)
-        for name, value in assignment.items():
-            explore._assign(message, name, float(value))
+        for name, value in values.items():
+            explore.assign_field(message, name, float(value) if isinstance(value, Fraction) else value)
         return message
+
+    def with_choices(self, choices: tuple) -> "Problem":
+        """The sub-box where the discrete fields take these values."""
+        return replace(self, message=self.with_values(dict(choices)))
 
 
 def run_symbolic(problem: Problem, assignment: dict[str, Fraction]) -> Run:
@@ -225,7 +228,7 @@ def run_symbolic(problem: Problem, assignment: dict[str, Fraction]) -> Run:
 
     path = Path({i.field: (i.low, i.high) for i in problem.intervals})
     values = {name: Sym.variable(name, value) for name, value in assignment.items()}
-    message = _Overlay(problem.concrete(assignment), "", values)
+    message = _Overlay(problem.with_values(assignment), "", values)
     execution, refused = None, None
     with recording(path):
         try:
@@ -239,7 +242,7 @@ def replay(problem: Problem, assignment: dict[str, Fraction]) -> Execution:
     """The plain simulator, on plain floats, at `assignment`: what `aggsim simulate` says of that point."""
     from aggregation.simulate import simulate
 
-    return simulate(problem.spec_from(problem.concrete(assignment)))
+    return simulate(problem.spec_from(problem.with_values(assignment)))
 
 
 # --- the search ---------------------------------------------------------------------------------------------
@@ -269,10 +272,15 @@ class Proof:
     conditions: tuple[tuple[str, ...], ...] = ()  # per counterexample path: the readable condition, minimal
     intervals: tuple[Interval, ...] = ()
     choices: tuple[Choice, ...] = ()
+    problem: Optional[Problem] = None  # the scenario as written, with the plugin, flag and deployment proved for
 
     @property
     def behaviours(self) -> int:
         return len({p.behaviour for p in self.paths})
+
+    def replay(self, path: PathResult) -> Execution:
+        """The plain simulator, on plain floats, at `path`'s witness (in its sub-box)."""
+        return replay(self.problem.with_choices(path.choices), path.witness)
 
 
 class ProveError(ScenarioError):
@@ -389,17 +397,12 @@ def _readable_point(
     return as_float if fits(as_float) else current
 
 
-def _sub_boxes(message: pb.Scenario, choices: Sequence[Choice]):
-    """Every combination of the discrete choices, applied to a copy of the scenario."""
+def _combinations(choices: Sequence[Choice]) -> list[tuple]:
+    """Every combination of the discrete choices, as ((field, value), ...)."""
     combos: list[tuple] = [()]
     for choice in choices:
         combos = [c + ((choice.field, v),) for c in combos for v in choice.values]
-    for combo in combos:
-        copy = pb.Scenario()
-        copy.CopyFrom(message)
-        for name, value in combo:
-            explore._assign(copy, name, value)
-        yield combo, copy
+    return combos
 
 
 class _Budget:
@@ -439,7 +442,7 @@ def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, 
         point = _readable_point(point, problem.intervals, prefix, negated)
         run = run_symbolic(problem, point)
         if run.refused is not None:
-            raise ProveError(f"the box holds scenarios the model refuses, e.g. at {_point_text(point)}: {run.refused}")
+            raise ProveError(f"the box holds scenarios the model refuses, e.g. at {point_text(point)}: {run.refused}")
         if run.untraceable:
             return f"the simulator did what the prover cannot follow exactly: {run.untraceable[0]}"
         depth = len(prefix) + (negated is not None)
@@ -459,8 +462,8 @@ def prove(
     plugin: Optional[str] = None,
     aggregation: Optional[bool] = None,
     deployment=None,
-    max_paths: int = MAX_PATHS,
-    max_seconds: float = MAX_SECONDS,
+    max_paths: int = defaults.PROVE_MAX_PATHS,
+    max_seconds: float = defaults.PROVE_MAX_SECONDS,
 ) -> Proof:
     """Decide `claim` for every assignment of `ranges` (PROVED / COUNTEREXAMPLE / UNKNOWN)."""
     budget = _Budget(max_paths, max_seconds)
@@ -471,20 +474,16 @@ def prove(
         raise ProveError(f"--vary {next(n for n in names if names.count(n) > 1)}: given twice")
     paths: list[PathResult] = []
     unknown = ""
-    for combo, message in _sub_boxes(source.message, choices):
-        problem = Problem(source, message, intervals, plugin, aggregation, deployment)
-        unknown = _explore_box(problem, combo, claim, budget, paths)
+    whole = Problem(source, source.message, intervals, plugin, aggregation, deployment)
+    for combo in _combinations(choices):
+        unknown = _explore_box(whole.with_choices(combo), combo, claim, budget, paths)
         if unknown:
             break
     seconds = budget.elapsed()
     broken = tuple(p for p in paths if not p.holds)
-    if broken:
-        conditions = tuple(readable_condition(p, intervals) for p in broken[:CONDITIONS])
-        verdict = COUNTEREXAMPLE
-        return Proof(verdict, claim, tuple(paths), seconds, unknown, broken, conditions, intervals, choices)
-    if unknown:
-        return Proof(UNKNOWN, claim, tuple(paths), seconds, unknown, intervals=intervals, choices=choices)
-    return Proof(PROVED, claim, tuple(paths), seconds, intervals=intervals, choices=choices)
+    conditions = tuple(readable_condition(p, intervals) for p in broken[:CONDITIONS])
+    verdict = COUNTEREXAMPLE if broken else UNKNOWN if unknown else PROVED
+    return Proof(verdict, claim, tuple(paths), seconds, unknown, broken, conditions, intervals, choices, whole)
 
 
 # --- conditions people can read ---------------------------------------------------------------------------
@@ -551,12 +550,8 @@ def render_constraint(constraint: Constraint) -> str:
     return f"{_term_text((items, Fraction(0)))} {relation_text} {_number_text(-const)}"
 
 
-def _point_text(point: dict) -> str:
-    return ", ".join(f"{name}={_number_text(value)}" for name, value in point.items())
-
-
 def point_text(point: dict) -> str:
-    return _point_text(point)
+    return ", ".join(f"{name}={_number_text(value)}" for name, value in point.items())
 
 
 __all__ = [

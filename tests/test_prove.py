@@ -37,9 +37,7 @@ SEED_BOX = (
 def _proof(scenario: str, claim: str, varies, plugin: str, aggregation: bool, **budget):
     source = read_scenario(scenario)
     ranges = [P.parse_range(v, source.message) for v in varies]
-    proof = P.prove(source, P.parse_claim(claim, source.message), ranges, plugin, aggregation, **budget)
-    problem = P.Problem(source, source.message, proof.intervals, plugin, aggregation)
-    return proof, problem
+    return P.prove(source, P.parse_claim(claim, source.message), ranges, plugin, aggregation, **budget)
 
 
 # --- the numbers ---------------------------------------------------------------------------------------
@@ -88,40 +86,40 @@ def test_what_the_recording_cannot_follow_is_noted() -> None:
 # --- answers ---------------------------------------------------------------------------------------------
 def test_upstream_silent_success_is_a_counterexample_with_its_condition() -> None:
     """flytekitplugins-kfpytorch 1.16 `task.py`: SignalException -> IgnoreOutputs, so a preempted job succeeds."""
-    proof, problem = _proof(PREEMPTION, "retries", SEED_BOX, "upstream", True)
+    proof = _proof(PREEMPTION, "retries", SEED_BOX, "upstream", True)
     assert proof.verdict == P.COUNTEREXAMPLE
     # silent success, or (propeller looking late) the survivor's consequential error read as the node's failure
     outcomes = {p.behaviour.outcome for p in proof.counterexamples}
     assert outcomes == {"SUCCEEDED_SILENTLY", "FAILED_PERMANENTLY"}
     for path in proof.counterexamples:
         if P.float_witness(path):  # (a region too thin for a float, e.g. two moments exactly equal, is skipped)
-            assert P.replay(problem, path.witness).final_phase.value == path.behaviour.final_phase
+            assert proof.replay(path).final_phase.value == path.behaviour.final_phase
     assert proof.conditions and all(isinstance(line, str) for line in proof.conditions[0])
 
 
 def test_seed_pr_loses_to_a_truncated_stamp() -> None:
     """torch `errors/error_handler.py` stamps the survivor's failure with whole seconds; the seed PR stamps its
     signal after shutdown: the survivor's non-recoverable error is earlier, and the node fails for good."""
-    proof, _ = _proof(PREEMPTION, "retries", SEED_BOX, "seed-pr", True)
+    proof = _proof(PREEMPTION, "retries", SEED_BOX, "seed-pr", True)
     assert proof.verdict == P.COUNTEREXAMPLE
     assert {p.behaviour.final_phase for p in proof.counterexamples} == {"FAILED_PERMANENTLY"}
 
 
 @pytest.mark.parametrize("aggregation", [True, False])
 def test_the_recoverable_plugin_retries_for_every_timing_in_the_box(aggregation: bool) -> None:
-    proof, _ = _proof(PREEMPTION, "retries", SEED_BOX, "recoverable", aggregation)
+    proof = _proof(PREEMPTION, "retries", SEED_BOX, "recoverable", aggregation)
     assert proof.verdict == P.PROVED, proof.reason
     assert len(proof.paths) > 1 and proof.reason == ""
 
 
 def test_a_budget_that_runs_out_is_unknown_never_proved() -> None:
-    proof, _ = _proof(PREEMPTION, "retries", SEED_BOX, "recoverable", True, max_paths=3)
+    proof = _proof(PREEMPTION, "retries", SEED_BOX, "recoverable", True, max_paths=3)
     assert proof.verdict == P.UNKNOWN and "budget" in proof.reason and len(proof.paths) == 3
 
 
 def test_a_product_of_varied_fields_is_unknown() -> None:
     """The monitor interval multiplies a symbolic poll count (`_next_poll`): not linear, so not followed."""
-    proof, _ = _proof(
+    proof = _proof(
         PREEMPTION,
         "retries",
         (f"{SIGNAL_AT}=30..31", "job.monitor_interval_seconds=4..6"),
@@ -194,30 +192,23 @@ def test_every_witness_replayed_on_plain_floats_does_what_its_path_recorded(case
     """A path with an inside (no equality in its condition) has a float witness, and the plain simulator on plain
     floats does there what the path recorded. A path on a boundary (two moments exactly equal) holds no float
     in general and the plain simulator rounds its sums: its exact witness is rerun exactly, from scratch."""
-    proof, problem = _cached(case)
+    proof = _cached(case)
     assert proof.verdict != P.UNKNOWN, proof.reason
     inside = 0
     for path in proof.paths:
-        sub = _sub_problem(problem, path)
         if all(relation != "==" for _, relation in path.constraints):
             assert P.float_witness(path), P.point_text(path.witness)
-            assert P.behaviour_of(P.replay(sub, path.witness)) == path.behaviour, P.point_text(path.witness)
+            assert P.behaviour_of(proof.replay(path)) == path.behaviour, P.point_text(path.witness)
             inside += 1
-        rerun = P.run_symbolic(sub, path.witness)
+        rerun = P.run_symbolic(proof.problem.with_choices(path.choices), path.witness)
         assert rerun.constraints == path.constraints
         assert P.behaviour_of(rerun.execution) == path.behaviour
     assert inside >= 3
 
 
-def _sub_problem(problem, path):
-    from aggregation.proof_report import _problem_for
-
-    return _problem_for(problem, path)
-
-
 @pytest.mark.parametrize("case", EXACTNESS_CASES, ids=lambda c: f"{c[0]}-{c[3]}-{c[4]}")
 def test_random_points_fall_in_exactly_one_path_that_the_plain_simulator_agrees_with(case) -> None:
-    proof, problem = _cached(case)
+    proof = _cached(case)
     intervals = proof.intervals
 
     @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -231,7 +222,7 @@ def test_random_points_fall_in_exactly_one_path_that_the_plain_simulator_agrees_
         covering = [p for p in proof.paths if p.choices == choices and all(holds(c, point) for c in p.constraints)]
         assert len(covering) == 1, f"{len(covering)} paths cover {P.point_text(point)}"
         path = covering[0]
-        execution = P.replay(_sub_problem(problem, path), point)
+        execution = P.replay(proof.problem.with_choices(choices), point)
         assert P.behaviour_of(execution) == path.behaviour, P.point_text(point)
 
     check()
