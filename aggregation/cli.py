@@ -455,6 +455,32 @@ def _validate_target(target: str, timeout: float):
     return validate_prefix(prefix)
 
 
+def _check_plot_path(plot_path: str) -> None:
+    """matplotlib is there and knows the file's format (checked before any long run); one line and exit 2 if not."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # a file, never a window
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError as e:
+        _fail(f"--plot needs matplotlib: pip install 'flyte-aggsim[notebooks]' ({e})")
+        return
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if Path(plot_path).suffix.lstrip(".").lower() not in formats:
+        _fail(f"--plot {plot_path}: the file name must end in one of {', '.join('.' + f for f in sorted(formats))}")
+
+
+def _save_figure(plot_path: str, drawing: str, *args) -> None:
+    """`aggregation.plot.<drawing>(*args)` written to the file."""
+    _check_plot_path(plot_path)
+    from aggregation import plot
+
+    try:
+        getattr(plot, drawing)(*args).savefig(plot_path, dpi=110)
+    except OSError as e:
+        _fail(f"--plot {plot_path}: {e.strerror or e}")
+
+
 PLUGIN_CHOICE = click.Choice(["upstream", "seed-pr", "recoverable"])
 DEMO_SAMPLES = 20_000  # the demo's default sweeps (10,368 and 2,592 assignments) are enumerated, not sampled
 
@@ -485,8 +511,12 @@ def _deployment(config_files):
 @click.option("--plugin", type=PLUGIN_CHOICE, help="override the scenario's plugin variant")
 @click.option("--aggregation/--no-aggregation", default=None, help="override enable-distributed-error-aggregation")
 @click.option("--json", "as_json", is_flag=True, help="print the aggsim.v1.Execution record as JSON")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
-    help="also draw the per-pod timeline to this file (.png, .svg, .pdf...)")
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    help="also draw the per-pod timeline to this file (.png, .svg, .pdf...)",
+)
 @click.option(
     "--expect",
     type=click.Choice([p.value for p in FinalPhase]),
@@ -516,26 +546,7 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, con
         _fail(str(e))
         return
     if plot_path:
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")  # a file, never a window
-            from matplotlib.backend_bases import FigureCanvasBase
-
-            from aggregation.plot import timeline_figure
-        except ImportError as e:
-            _fail(f"--plot needs matplotlib: pip install 'flyte-aggsim[notebooks]' ({e})")
-            return
-        formats = FigureCanvasBase.get_supported_filetypes()
-        suffix = Path(plot_path).suffix.lstrip(".").lower()
-        if suffix not in formats:
-            _fail(f"--plot {plot_path}: the file name must end in one of {', '.join('.' + f for f in sorted(formats))}")
-            return
-        try:
-            timeline_figure(execution).savefig(plot_path, dpi=110)
-        except OSError as e:
-            _fail(f"--plot {plot_path}: {e.strerror or e}")
-            return
+        _save_figure(plot_path, "timeline_figure", execution)
     if as_json:
         click.echo(json.dumps(execution_to_json(execution), indent=2))
     else:
@@ -572,10 +583,22 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, con
     type=click.Path(dir_okay=False),
     help="also write one row per case (assignment x plugin x aggregation) with its outcome: .csv or .jsonl",
 )
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    help="also draw the outcomes to this file (.png, .svg, .pdf...): a heat map, or the exact regions",
+)
 @PROPELLER_CONFIG_OPTION
 @TIMINGS_PROFILE_OPTION
-def sweep(scenario_path, varies, samples, seed, plugins, as_json, out_path, config_files, profile_path) -> None:
+def sweep(
+    scenario_path, varies, samples, seed, plugins, as_json, out_path, plot_path, config_files, profile_path
+) -> None:
     """Explore the race: outcome distribution per plugin variant x aggregation flag, with counterexamples.
+
+    With two ranges FIELD=LO..HI (and nothing else varied), the answer is exact instead: every path through
+    the simulator over the whole rectangle (found as `aggsim prove` finds them), each outcome's share a ratio of
+    exact areas, and --plot draws the regions with their true boundaries.
 
     With --timings-profile, the pod phases the profile measured are varied over their measured min, median
     and max (unless the scenario sets them), and the medians are every other case's defaults."""
@@ -586,6 +609,12 @@ def sweep(scenario_path, varies, samples, seed, plugins, as_json, out_path, conf
     from aggregation.report import ProgressBar, render_sweep, sweep_to_json
     from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError, read_scenario
 
+    ranges = [v for v in varies if ".." in v.partition("=")[2]]
+    if ranges:
+        _region_sweep(scenario_path, varies, plugins, as_json, out_path, plot_path, config_files, profile_path)
+        return
+    if plot_path:
+        _check_plot_path(plot_path)
     try:
         source = read_scenario(scenario_path)
         profile = read_profile(profile_path) if profile_path else None
@@ -609,10 +638,60 @@ def sweep(scenario_path, varies, samples, seed, plugins, as_json, out_path, conf
     except (ScenarioError, ProfileError, CaseLogError) as e:
         _fail(str(e))
         return
+    if plot_path:
+        _save_figure(plot_path, "outcome_heatmap", result)
     if as_json:
         click.echo(json.dumps(sweep_to_json(result), indent=2))
     else:
         render_sweep(result, _console())
+
+
+def _region_sweep(scenario_path, varies, plugins, as_json, out_path, plot_path, config_files, profile_path) -> None:
+    """`sweep` with two ranges: exact region maps per plugin x aggregation cell."""
+    from click.core import ParameterSource
+
+    from aggregation.explore import outcome_meanings
+    from aggregation.profile import ProfileError
+    from aggregation.prove import Interval, parse_range
+    from aggregation.region_report import regions_to_json, render_regions
+    from aggregation.regions import region_sweep
+    from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError
+
+    context = click.get_current_context()
+    for option in ("samples", "seed"):
+        if context.get_parameter_source(option) == ParameterSource.COMMANDLINE:
+            _fail(f"--{option}: an exact region map (two FIELD=LO..HI ranges) samples nothing")
+    if out_path:
+        _fail("--out: an exact region map has regions, not cases; --json lists every region's polygons")
+    if plot_path:
+        _check_plot_path(plot_path)
+    try:
+        import z3  # noqa: F401
+    except ImportError as e:
+        _fail(f"an exact region map needs z3: pip install z3-solver ({e})")
+    try:
+        source = _scenario_source(scenario_path, profile_path)
+        ranges = [parse_range(v, source.message) for v in varies]
+        if len(ranges) != 2 or not all(isinstance(r, Interval) for r in ranges):
+            odd = next((v for v, r in zip(varies, ranges) if not isinstance(r, Interval)), varies[-1])
+            raise ScenarioError(
+                f"--vary {odd}: an exact region map takes exactly two ranges FIELD=LO..HI and nothing else "
+                "varied (FIELD=a,b,c or start:stop:step sample a grid instead)"
+            )
+        plugins = plugins or tuple(PLUGIN_VARIANTS)
+        source.spec(plugins[0])  # the scenario as written must be one the model plays
+        arguments = _deployment_sweep_arguments(config_files)
+        cells = region_sweep(source, *ranges, plugins, **arguments)
+    except (ScenarioError, ProfileError) as e:
+        _fail(str(e))
+        return
+    meaning = outcome_meanings(source.message)
+    if plot_path:
+        _save_figure(plot_path, "region_figure", [(c.label, c.map) for c in cells], meaning)
+    if as_json:
+        _echo_json(regions_to_json(cells))
+    else:
+        render_regions(cells, meaning, _console(), plotted=bool(plot_path))
 
 
 PROVE_EXIT = {"PROVED": 0, "COUNTEREXAMPLE": 1, "UNKNOWN": 3}
@@ -636,11 +715,17 @@ PROVE_EXIT = {"PROVED": 0, "COUNTEREXAMPLE": 1, "UNKNOWN": 3}
 @click.option("--plugin", type=PLUGIN_CHOICE, help="override the scenario's plugin variant")
 @click.option("--aggregation/--no-aggregation", default=None, help="override enable-distributed-error-aggregation")
 @click.option(
-    "--max-paths", type=click.IntRange(min=1), default=defaults.PROVE_MAX_PATHS, show_default=True,
+    "--max-paths",
+    type=click.IntRange(min=1),
+    default=defaults.PROVE_MAX_PATHS,
+    show_default=True,
     help="then answer UNKNOWN",
 )
 @click.option(
-    "--max-seconds", type=click.FloatRange(min=0.1), default=defaults.PROVE_MAX_SECONDS, show_default=True,
+    "--max-seconds",
+    type=click.FloatRange(min=0.1),
+    default=defaults.PROVE_MAX_SECONDS,
+    show_default=True,
     help="then answer UNKNOWN",
 )
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")

@@ -10,6 +10,7 @@ shows each figure exactly once (when it is displayed) and a long session never a
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Union
 
 import matplotlib  # noqa: E402
@@ -17,7 +18,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from aggregation.explore import BAD, GOOD, NEUTRAL, SweepResult, shown_outcomes  # noqa: E402
+from aggregation.explore import BAD, GOOD, NEUTRAL, OUTCOMES, SweepResult, shown_outcomes  # noqa: E402
 from aggregation.printable import CONTROL_ESCAPES  # noqa: E402
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb  # noqa: E402
 
@@ -26,6 +27,7 @@ def plain(text) -> str:
     """Text from a document, a path or a scenario as drawn literally: control characters escaped, and `$`
     escaped so matplotlib never reads it as mathtext (an odd `$` would fail to render)."""
     return str(text).translate(CONTROL_ESCAPES).replace("$", r"\$")
+
 
 MARKERS = {
     "signal": dict(marker="v", color="crimson", s=90, label="SIGTERM"),
@@ -276,5 +278,87 @@ def candidates_figure(explanation) -> Figure:
         f"task {explanation.outcome.phase.value}, node {explanation.decision.decision.value}"
         f"{' ' + plain(explanation.decision.code) if explanation.decision.code else ''}",
         fontsize=10,
+    )
+    return fig
+
+
+SHADES = {GOOD: ("#3a9d5d", "#8fd19e"), BAD: ("#c8433a", "#ec9a3c", "#8e44ad"), NEUTRAL: ("#9a9a9a", "#cfcfcf")}
+
+
+def outcome_colours(meaning: dict) -> dict[str, str]:
+    """One colour per outcome: greens for what a correct plugin produces here, reds for bad ones, greys else."""
+    colours, used = {}, {GOOD: 0, BAD: 0, NEUTRAL: 0}
+    for outcome in OUTCOMES:
+        kind = meaning.get(outcome, NEUTRAL)
+        shades = SHADES[kind]
+        colours[outcome] = shades[min(used[kind], len(shades) - 1)]
+        used[kind] += 1
+    return colours
+
+
+def _outcome_edges(region_map) -> list:
+    """The polygon edges where the outcome changes: each probed just outside its midpoint."""
+    x_span = float(region_map.x.high - region_map.x.low)
+    y_span = float(region_map.y.high - region_map.y.low)
+    edges = []
+    for region in region_map.regions:
+        for polygon in region.polygons:
+            if len(polygon) < 3:
+                continue
+            for p, q in zip(polygon, polygon[1:] + polygon[:1]):
+                mx, my = (p[0] + q[0]) / 2, (p[1] + q[1]) / 2
+                dx, dy = q[0] - p[0], q[1] - p[1]
+                # outward normal of a counter-clockwise edge, scaled to a millionth of the box
+                nx, ny = float(dy) / x_span, -float(dx) / y_span
+                size = (nx * nx + ny * ny) ** 0.5 or 1.0
+                probe = (mx + Fraction(1e-6 * nx / size * x_span), my + Fraction(1e-6 * ny / size * y_span))
+                other = region_map.outcome_at(probe)
+                if other is not None and other != region.behaviour.outcome:
+                    edges.append(((float(p[0]), float(p[1])), (float(q[0]), float(q[1]))))
+    return edges
+
+
+def region_figure(maps, meaning: dict, title: str = "") -> Figure:
+    """Exact outcome regions of two varied fields, one panel per (label, RegionMap): each path's polygons
+    filled with its outcome's colour, black where the outcome changes, white hairlines between paths."""
+    from matplotlib.collections import LineCollection, PolyCollection
+
+    colours = outcome_colours(meaning)
+    columns = min(2, len(maps))
+    rows = -(-len(maps) // columns)
+    fig = Figure(figsize=(5.2 * columns, 3.6 * rows + 1.0), layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False)
+    shown: dict = {}
+    for ax, (label, region_map) in zip(axes.flat, maps):
+        polygons, faces = [], []
+        for region in region_map.regions:
+            for polygon in region.polygons:
+                if len(polygon) >= 3:
+                    polygons.append([(float(px), float(py)) for px, py in polygon])
+                    faces.append(colours[region.behaviour.outcome])
+                    shown[region.behaviour.outcome] = True
+        ax.add_collection(PolyCollection(polygons, facecolors=faces, edgecolors="white", linewidths=0.3))
+        ax.add_collection(LineCollection(_outcome_edges(region_map), colors="black", linewidths=1.2))
+        ax.set_xlim(float(region_map.x.low), float(region_map.x.high))
+        ax.set_ylim(float(region_map.y.low), float(region_map.y.high))
+        ax.set_xlabel(region_map.x.field, fontsize=8)
+        ax.set_ylabel(region_map.y.field, fontsize=8)
+        shares = ", ".join(
+            f"{o.replace('_', ' ').lower()} {float(region_map.share(o)):.1%}"
+            for o in region_map.outcomes()
+            if region_map.share(o)
+        )
+        ax.set_title(f"{plain(label)}\n{len(region_map.regions)} paths: {shares}", fontsize=9)
+    for ax in list(axes.flat)[len(maps) :]:
+        ax.set_visible(False)
+    fig.legend(
+        handles=[Patch(color=colours[o], label=o.replace("_", " ").lower()) for o in OUTCOMES if o in shown],
+        loc="outside lower center",
+        ncol=len(shown),
+        fontsize=8,
+        frameon=False,
+    )
+    fig.suptitle(
+        plain(title or "Exact outcome regions (every path the prover found; black: the outcome changes)"), fontsize=10
     )
     return fig

@@ -287,7 +287,7 @@ class ProveError(ScenarioError):
     """The box cannot be proved about as asked (one line: what and why)."""
 
 
-class _Solver:
+class Solver:
     """z3 over the varied fields of one box: is a region (a conjunction of recorded constraints and negations of
     them) empty, and if not, an assignment in it."""
 
@@ -304,19 +304,19 @@ class _Solver:
         self._formulas: dict = {}
         for i in intervals:
             v = self.vars[i.field]
-            self.solver.add(v >= self._number(i.low), v <= self._number(i.high))
+            self.solver.add(v >= self.number(i.low), v <= self.number(i.high))
 
-    def _number(self, value: Fraction):
+    def number(self, value: Fraction):
         return self.z3.Q(value.numerator, value.denominator, self.ctx)
 
     def term(self, key: TermKey):
         items, const = key
-        parts = [self._number(c) * self._atom(a) for a, c in items]
+        parts = [self.number(c) * self.atom(a) for a, c in items]
         if const:
-            parts.append(self._number(const))
+            parts.append(self.number(const))
         return self.z3.Sum(parts) if len(parts) > 1 else parts[0]
 
-    def _atom(self, atom):
+    def atom(self, atom):
         cached = self._atoms.get(atom)
         if cached is None:
             z3 = self.z3
@@ -427,7 +427,7 @@ def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, 
     c1..c(i-1), not ci; each non-empty sibling is run, and its own siblings below that depth explored in turn.
     The regions partition the box, so when none is left every assignment has been covered exactly once.
     Returns "" when complete, else why not."""
-    solver = _Solver(problem.intervals, int(max(1.0, budget.max_seconds - budget.elapsed()) * 1000))
+    solver = Solver(problem.intervals, int(max(1.0, budget.max_seconds - budget.elapsed()) * 1000))
     pending: list[tuple[tuple[Constraint, ...], Optional[Constraint]]] = [((), None)]
     while pending:
         reason = budget.exhausted(len(paths))
@@ -491,7 +491,7 @@ def minimal_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple[
     """The path's constraints without those the others (and the box) already imply."""
     import z3
 
-    solver = _Solver(intervals, 60_000)
+    solver = Solver(intervals, 60_000)
     kept = list(path.constraints)
     for constraint in list(kept):
         rest = [c for c in kept if c != constraint]

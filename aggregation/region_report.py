@@ -1,0 +1,85 @@
+"""How `aggsim sweep` shows exact region maps: each cell's outcome shares (ratios of exact areas) and where each
+outcome lies, on a terminal (rich) and as one JSON object."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from aggregation.explore import BAD, GOOD, OUTCOMES
+from aggregation.regions import RegionCell
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+_STYLE = {GOOD: "green", BAD: "bold red"}
+
+
+def _number(value) -> str:
+    return f"{float(value):.6g}"
+
+
+def render_regions(cells: Sequence[RegionCell], meaning: dict, console: "Console", plotted: bool = False) -> None:
+    from rich.text import Text
+
+    first = cells[0].map
+    console.print("Exact outcome regions (every path, each share a ratio of exact areas) of:", highlight=False)
+    for interval in (first.x, first.y):
+        console.print(f"  {interval.field} in [{_number(interval.low)}, {_number(interval.high)}]", highlight=False)
+    for cell in cells:
+        region_map = cell.map
+        behaviours = len({r.behaviour for r in region_map.regions})
+        console.print(
+            Text(
+                f"\n{cell.label}: {len(region_map.regions):,} paths, {behaviours:,} "
+                f"behaviour{'s' if behaviours != 1 else ''}, {region_map.seconds:.1f} s",
+                style="bold",
+            )
+        )
+        for outcome in OUTCOMES:
+            if outcome in region_map.outcomes():
+                share = region_map.share(outcome)
+                style = _STYLE.get(meaning.get(outcome), "") if share else ""
+                label = outcome.replace("_", " ").lower()
+                console.print(Text.assemble(f"  {label:<20} ", (f"{float(share):>8.3%}", style)), highlight=False)
+    if any(r.relaxed for c in cells for r in c.map.regions):
+        console.print(
+            "\nBoundaries through nanosecond stamps are exact to a nanosecond (the stamps' own resolution).",
+            highlight=False,
+        )
+    if not plotted:
+        console.print("--plot FILE draws the regions; --json lists every region's polygons.", highlight=False)
+
+
+def regions_to_json(cells: Sequence[RegionCell]) -> dict:
+    first = cells[0].map
+    return {
+        "fields": [{"field": i.field, "low": float(i.low), "high": float(i.high)} for i in (first.x, first.y)],
+        "cells": [
+            {
+                "plugin": cell.plugin,
+                "aggregation": cell.aggregation,
+                "paths": len(cell.map.regions),
+                "seconds": round(cell.map.seconds, 3),
+                "bounds": {
+                    o: {"low": [float(v) for v in b[0]], "high": [float(v) for v in b[1]]}
+                    for o in cell.map.outcomes()
+                    if (b := cell.map.bounds(o)) is not None
+                },
+                "shares": {
+                    o: {"share": float(cell.map.share(o)), "exact": str(cell.map.share(o))} for o in cell.map.outcomes()
+                },
+                "regions": [
+                    {
+                        "outcome": r.behaviour.outcome,
+                        "behaviour": r.behaviour.describe(),
+                        "area": float(r.area),
+                        "relaxed": r.relaxed,
+                        "witness": {name: float(v) for name, v in r.witness.items()},
+                        "polygons": [[[float(px), float(py)] for px, py in polygon] for polygon in r.polygons],
+                    }
+                    for r in cell.map.regions
+                ],
+            }
+            for cell in cells
+        ],
+    }

@@ -1,0 +1,189 @@
+"""Exact region maps (`aggsim sweep` with two ranges, `region_figure`): the polygons every path covers.
+
+What a user relies on: the regions tile the box (no area counted twice or missed), the outcome drawn at a point
+is the one the plain simulator gives there, and a share is a ratio of areas, not of samples.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aggregation import explore
+from aggregation.prove import Problem, ProveError, parse_range, replay
+from aggregation.regions import _area, _clip, _eliminate, region_map
+from aggregation.scenario import read_scenario
+
+AGGSIM = str(Path(sys.executable).with_name("aggsim"))
+PREEMPTION = "preemption_during_training"
+SIGNAL = "attempts[0].events[1].at_seconds=30..31"
+LOOK = "propeller.observation_delay_seconds=0..10"
+SHUTDOWN = "timings.agent_shutdown_seconds=0.03..5"
+
+# (scenario, x, y, plugin, aggregation): seed-pr with aggregation on compares nanosecond stamps (relaxed pieces)
+CASES = [
+    (PREEMPTION, SIGNAL, LOOK, "upstream", False),
+    (PREEMPTION, SIGNAL, LOOK, "seed-pr", True),
+    (PREEMPTION, SIGNAL, SHUTDOWN, "seed-pr", False),
+    ("sibling_user_error_cleanup", "attempts[0].events[0].at_seconds=20..21", LOOK, "seed-pr", False),
+]
+_MAPS: dict = {}
+
+
+def _map(case):
+    if case not in _MAPS:
+        scenario, x, y, plugin, aggregation = case
+        source = read_scenario(scenario)
+        ranges = [parse_range(v, source.message) for v in (x, y)]
+        _MAPS[case] = (source, ranges, region_map(source, *ranges, plugin, aggregation))
+    return _MAPS[case]
+
+
+# --- the geometry -----------------------------------------------------------------------------------------
+def test_clipping_a_square_by_a_half_plane_is_exact() -> None:
+    square = [
+        (Fraction(0), Fraction(0)),
+        (Fraction(1), Fraction(0)),
+        (Fraction(1), Fraction(1)),
+        (Fraction(0), Fraction(1)),
+    ]
+    # x + y <= 1/3: the corner triangle with legs 1/3
+    triangle = _clip(square, Fraction(1), Fraction(1), Fraction(-1, 3))
+    assert _area(triangle) == Fraction(1, 18)
+    assert _clip(square, Fraction(1), Fraction(0), Fraction(1)) == []  # x <= -1: nothing
+    assert _area(_clip(square, Fraction(0), Fraction(0), Fraction(-1))) == 1  # 0 <= 1 everywhere: all of it
+
+
+def test_projecting_out_a_relaxed_integer_keeps_exactly_the_shadow() -> None:
+    """Fourier-Motzkin: {x : exists k, x <= k <= 1/2} is x <= 1/2."""
+    rows = [({"x": Fraction(1), "k": Fraction(-1)}, Fraction(0)), ({"k": Fraction(1)}, Fraction(-1, 2))]
+    assert _eliminate(rows, "k") == [({"x": Fraction(1)}, Fraction(-1, 2))]
+
+
+# --- the maps tile the box ------------------------------------------------------------------------------
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[3]}-{'on' if c[4] else 'off'}-{c[2].split('=')[0]}")
+def test_the_regions_tile_the_box(case) -> None:
+    _, _, regions = _map(case)
+    total = sum((r.area for r in regions.regions), Fraction(0))
+    if any(r.relaxed for r in regions.regions):
+        # a boundary through nanosecond stamps moves by at most a nanosecond: slivers that thin, never more
+        assert abs(total - regions.box_area) <= Fraction(1, 10**6) * regions.box_area
+    else:
+        assert total == regions.box_area
+    assert sum(regions.share(o) for o in regions.outcomes()) == total / regions.box_area
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[3]}-{'on' if c[4] else 'off'}-{c[2].split('=')[0]}")
+def test_the_outcome_drawn_at_a_point_is_what_the_plain_simulator_says_there(case) -> None:
+    source, (x, y), regions = _map(case)
+    scenario, _, _, plugin, aggregation = case
+    problem_source = source
+
+    @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        st.floats(float(x.low), float(x.high), allow_nan=False),
+        st.floats(float(y.low), float(y.high), allow_nan=False),
+    )
+    def check(px: float, py: float) -> None:
+        drawn = regions.outcome_at((Fraction(px), Fraction(py)))
+        if drawn is None:  # on a boundary or the box's edge: no area there
+            return
+        problem = Problem(problem_source, problem_source.message, (x, y), plugin, aggregation)
+        assert explore.outcome_of(replay(problem, {x.field: Fraction(px), y.field: Fraction(py)})) == drawn
+
+    check()
+
+
+def test_seed_pr_retries_in_a_strip_a_grid_would_miss() -> None:
+    """With aggregation on, seed-pr's map has a thin RETRIED strip inside its FAILED_PERMANENTLY region (the signal
+    late in its second, propeller looking late): the map finds it exactly; the plain simulator confirms both sides."""
+    source, (x, y), regions = _map(CASES[1])
+    strip = [
+        r
+        for r in regions.regions
+        if r.behaviour.outcome == "RETRIED" and r.area and min(p[1] for poly in r.polygons for p in poly) > 6
+    ]
+    assert strip, "no RETRIED region above a 6 s look"
+    piece = max(strip[0].polygons, key=_area)
+    centre = tuple(Fraction(float(sum(p[i] for p in piece) / len(piece))) for i in (0, 1))
+    inside = {x.field: centre[0], y.field: centre[1]}
+    problem = Problem(source, source.message, (x, y), "seed-pr", True)
+    assert regions.outcome_at(centre) == "RETRIED"
+    assert explore.outcome_of(replay(problem, inside)) == "RETRIED"
+    x_low = min(p[0] for p in piece)
+    outside = {x.field: x_low - Fraction(1, 100), y.field: inside[y.field]}
+    assert regions.outcome_at((outside[x.field], outside[y.field])) == "FAILED_PERMANENTLY"
+    assert explore.outcome_of(replay(problem, outside)) == "FAILED_PERMANENTLY"
+
+
+def test_a_product_of_varied_fields_is_refused_not_drawn() -> None:
+    source = read_scenario(PREEMPTION)
+    x = parse_range(SIGNAL, source.message)
+    interval = parse_range("job.monitor_interval_seconds=1..5", source.message)
+    with pytest.raises(ProveError, match="cannot be drawn exactly"):
+        region_map(source, x, interval, "recoverable", True)
+
+
+# --- the command line -----------------------------------------------------------------------------------
+def _aggsim(*args: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([AGGSIM, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_sweep_with_two_ranges_answers_in_exact_shares_and_draws_the_regions(tmp_path) -> None:
+    plot = tmp_path / "regions.svg"
+    result = _aggsim(
+        "sweep", PREEMPTION, "--vary", SIGNAL, "--vary", LOOK, "--plugin", "upstream", "--plot", str(plot), cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Exact outcome regions" in result.stdout and "succeeded silently" in result.stdout
+    assert plot.read_text().count("<path") > 8  # every region's polygons, drawn as vectors
+    data = json.loads(
+        _aggsim(
+            "sweep", PREEMPTION, "--vary", SIGNAL, "--vary", LOOK, "--plugin", "upstream", "--json", cwd=tmp_path
+        ).stdout
+    )
+    for cell in data["cells"]:
+        shares = {o: Fraction(s["exact"]) for o, s in cell["shares"].items()}
+        assert sum(shares.values()) == 1
+        areas = {}
+        for region in cell["regions"]:
+            areas[region["outcome"]] = areas.get(region["outcome"], 0.0) + region["area"]
+        assert {o: a / 10 for o, a in areas.items()} == pytest.approx({o: float(s) for o, s in shares.items()})
+
+
+@pytest.mark.parametrize(
+    "extra, problem",
+    [
+        (("--vary", SIGNAL), "exactly two ranges"),
+        (("--vary", SIGNAL, "--vary", "timings.upload_seconds=1,2"), "--vary timings.upload_seconds=1,2: an exact"),
+        (("--vary", SIGNAL, "--vary", LOOK, "--samples", "5"), "--samples: an exact region map"),
+        (("--vary", SIGNAL, "--vary", LOOK, "--out", "x.csv"), "--out: an exact region map"),
+        (("--vary", SIGNAL, "--vary", "propeller.observation_delay_seconds=3..3"), "LO < HI"),
+        (("--vary", SIGNAL, "--vary", LOOK, "--plot", "x.nope"), "--plot x.nope: the file name must end"),
+    ],
+)
+def test_sweep_region_mistakes_are_one_line_and_exit_2(tmp_path, extra, problem) -> None:
+    result = _aggsim("sweep", PREEMPTION, *extra, cwd=tmp_path)
+    assert result.returncode == 2
+    assert problem in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())  # refused before writing anything
+
+
+def test_region_figure_fills_every_polygon_once() -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.collections import PolyCollection
+
+    from aggregation.plot import region_figure
+
+    source, _, regions = _map(CASES[0])
+    figure = region_figure([("upstream / aggregation off", regions)], explore.outcome_meanings(source.message))
+    drawn = [c for ax in figure.axes for c in ax.collections if isinstance(c, PolyCollection)]
+    pieces = sum(1 for r in regions.regions for poly in r.polygons if len(poly) >= 3)
+    assert sum(len(c.get_paths()) for c in drawn) == pieces
