@@ -42,6 +42,7 @@ test-generated: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_explain.py --write-readme
 	$(BIN)/python benchmarks/bench_simulate.py --write-readme
+	$(BIN)/python benchmarks/bench_prove.py --write-readme
 
 # The README's table of proofs (`aggsim prove` on each plugin x aggregation flag): proved again and rewritten.
 proofs: $(STAMP)

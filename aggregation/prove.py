@@ -375,26 +375,44 @@ def _in_region(point: dict, prefix: Sequence[Constraint], negated: Optional[Cons
     return all(holds(c, point) for c in prefix) and (negated is None or not holds(negated, point))
 
 
+def _fields_of(key: TermKey, found: set) -> set:
+    for atom, _ in key[0]:
+        if atom[0] == "var":
+            found.add(atom[1])
+        else:
+            _fields_of(atom[1], found)
+    return found
+
+
 def _readable_point(
     point: dict, intervals: Sequence[Interval], prefix: Sequence[Constraint], negated: Optional[Constraint]
 ) -> dict:
     """A nearby point with short decimals (a float each) still in the box and the region, when there is one:
     witnesses a person can read and that plain-float replays reproduce."""
     bounds = {i.field: (i.low, i.high) for i in intervals}
+    region = list(prefix) + ([] if negated is None else [negated])
+    # moving one field can only change the constraints that mention it (the point starts in the region)
+    mentioning: dict[str, list[int]] = {name: [] for name in point}
+    for index, (key, _) in enumerate(region):
+        for name in _fields_of(key, set()):
+            mentioning[name].append(index)
 
-    def fits(candidate: dict) -> bool:
-        in_box = all(bounds[n][0] <= v <= bounds[n][1] for n, v in candidate.items())
-        return in_box and _in_region(candidate, prefix, negated)
+    def kept(constraint_index: int, candidate: dict, memo: dict) -> bool:
+        holding = holds(region[constraint_index], candidate, memo)
+        return not holding if negated is not None and constraint_index == len(region) - 1 else holding
 
     current = dict(point)
     for name in point:  # one field at a time, each with as few decimals as the region allows
+        low, high = bounds[name]
         for digits in range(0, 10):
             candidate = {**current, name: Fraction(round(float(point[name]), digits))}
-            if fits(candidate):
+            memo: dict = {}
+            if low <= candidate[name] <= high and all(kept(i, candidate, memo) for i in mentioning[name]):
                 current = candidate
                 break
     as_float = {name: Fraction(float(v)) for name, v in current.items()}
-    return as_float if fits(as_float) else current
+    in_box = all(bounds[n][0] <= v <= bounds[n][1] for n, v in as_float.items())
+    return as_float if in_box and _in_region(as_float, prefix, negated) else current
 
 
 def _combinations(choices: Sequence[Choice]) -> list[tuple]:

@@ -423,20 +423,29 @@ def stamp_ns(seconds, identity: tuple) -> int:
     return stamp
 
 
-def evaluate(key: TermKey, assignment: dict[str, Fraction]) -> Fraction:
-    """The exact value of a term at an assignment of the varied fields."""
+def evaluate(key: TermKey, assignment: dict[str, Fraction], memo: Optional[dict] = None) -> Fraction:
+    """The exact value of a term at an assignment of the varied fields (`memo`: integer atoms already evaluated
+    at this assignment, shared by the terms that contain them)."""
     items, const = key
     total = const
     for atom, coefficient in items:
         if atom[0] == "var":
             value = assignment[atom[1]]
+        elif memo is not None and atom in memo:
+            value = memo[atom]
         else:
-            value = Fraction(_INTEGER_PARTS[atom[0]](evaluate(atom[1], assignment)))
+            value = Fraction(_INTEGER_PARTS[atom[0]](evaluate(atom[1], assignment, memo)))
+            if memo is not None:
+                memo[atom] = value
         total += coefficient * value
     return total
 
 
-def holds(constraint: Constraint, assignment: dict[str, Fraction]) -> bool:
+def holds(constraint: Constraint, assignment: dict[str, Fraction], memo: Optional[dict] = None) -> bool:
     key, relation = constraint
-    value = evaluate(key, assignment)
-    return {"<": value < 0, "<=": value <= 0, "==": value == 0, "!=": value != 0}[relation]
+    value = evaluate(key, assignment, memo)
+    if relation == "<":
+        return value < 0
+    if relation == "<=":
+        return value <= 0
+    return (value == 0) == (relation == "==")
