@@ -81,12 +81,15 @@ class RegionMap:
         xs, ys = [p[0] for p in corners], [p[1] for p in corners]
         return (min(xs), min(ys)), (max(xs), max(ys))
 
+    def regions_at(self, point: Point) -> tuple[Region, ...]:
+        """The regions whose interior holds `point`: one, except on a boundary or outside the box (none), or
+        within a nanosecond of a relaxed boundary, where two relaxed regions may overlap."""
+        return tuple(r for r in self.regions if any(_strictly_inside(poly, point) for poly in r.polygons))
+
     def outcome_at(self, point: Point) -> Optional[str]:
         """The outcome of the region whose interior holds `point` (None on a boundary or outside the box)."""
-        for region in self.regions:
-            if any(_strictly_inside(poly, point) for poly in region.polygons):
-                return region.behaviour.outcome
-        return None
+        found = self.regions_at(point)
+        return found[0].behaviour.outcome if found else None
 
 
 # --- geometry, exact ---------------------------------------------------------------------------------------
