@@ -470,6 +470,14 @@ def _check_plot_path(plot_path: str) -> None:
         _fail(f"--plot {plot_path}: the file name must end in one of {', '.join('.' + f for f in sorted(formats))}")
 
 
+def _need_z3(what: str) -> None:
+    """The SMT solver the prover runs on is installed; one line and exit 2 if not."""
+    try:
+        import z3  # noqa: F401
+    except ImportError as e:
+        _fail(f"{what} needs z3: pip install z3-solver ({e})")
+
+
 def _save_figure(plot_path: str, drawing: str, *args) -> None:
     """`aggregation.plot.<drawing>(*args)` written to the file."""
     _check_plot_path(plot_path)
@@ -665,10 +673,7 @@ def _region_sweep(scenario_path, varies, plugins, as_json, out_path, plot_path, 
         _fail("--out: an exact region map has regions, not cases; --json lists every region's polygons")
     if plot_path:
         _check_plot_path(plot_path)
-    try:
-        import z3  # noqa: F401
-    except ImportError as e:
-        _fail(f"an exact region map needs z3: pip install z3-solver ({e})")
+    _need_z3("an exact region map")
     try:
         source = _scenario_source(scenario_path, profile_path)
         ranges = [parse_range(v, source.message) for v in varies]
@@ -741,11 +746,7 @@ def prove(
     from aggregation.profile import ProfileError
     from aggregation.scenario import ScenarioError
 
-    try:
-        import z3  # noqa: F401
-    except ImportError as e:
-        _fail(f"prove needs z3: pip install z3-solver ({e})")
-        return
+    _need_z3("prove")
     from aggregation.proof_report import proof_to_json, render_proof
     from aggregation.prove import parse_claim, parse_range
     from aggregation.prove import prove as run_prove

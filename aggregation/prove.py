@@ -25,7 +25,7 @@ from aggregation import defaults, explore
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.results import Execution
 from aggregation.scenario import ScenarioError, ScenarioSource
-from aggregation.symbolic import Constraint, Path, Sym, TermKey, holds, recording
+from aggregation.symbolic import Constraint, Path, Sym, TermKey, atoms_in, holds, recording
 
 PROVED, COUNTEREXAMPLE, UNKNOWN = "PROVED", "COUNTEREXAMPLE", "UNKNOWN"
 #: counterexample paths whose minimal condition is worked out (each costs a solver call per constraint)
@@ -375,15 +375,6 @@ def _in_region(point: dict, prefix: Sequence[Constraint], negated: Optional[Cons
     return all(holds(c, point) for c in prefix) and (negated is None or not holds(negated, point))
 
 
-def _fields_of(key: TermKey, found: set) -> set:
-    for atom, _ in key[0]:
-        if atom[0] == "var":
-            found.add(atom[1])
-        else:
-            _fields_of(atom[1], found)
-    return found
-
-
 def _readable_point(
     point: dict, intervals: Sequence[Interval], prefix: Sequence[Constraint], negated: Optional[Constraint]
 ) -> dict:
@@ -394,8 +385,9 @@ def _readable_point(
     # moving one field can only change the constraints that mention it (the point starts in the region)
     mentioning: dict[str, list[int]] = {name: [] for name in point}
     for index, (key, _) in enumerate(region):
-        for name in _fields_of(key, set()):
-            mentioning[name].append(index)
+        for atom in atoms_in(key):
+            if atom[0] == "var":
+                mentioning[atom[1]].append(index)
 
     def kept(constraint_index: int, candidate: dict, memo: dict) -> bool:
         holding = holds(region[constraint_index], candidate, memo)

@@ -10,7 +10,6 @@ model's own, not a grid's guess, and an outcome's share of the box is a ratio of
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional, Sequence
@@ -28,7 +27,7 @@ from aggregation.prove import (
     prove,
 )
 from aggregation.scenario import ScenarioSource
-from aggregation.symbolic import Constraint, TermKey
+from aggregation.symbolic import Constraint, Path, TermKey, atoms_in
 
 Point = tuple[Fraction, Fraction]
 Polygon = tuple[Point, ...]
@@ -128,33 +127,6 @@ def _strictly_inside(polygon: Polygon, point: Point) -> bool:
 
 
 # --- a path's pieces ------------------------------------------------------------------------------------
-def _atoms_of(key: TermKey, found: dict) -> None:
-    for atom, _ in key[0]:
-        if atom[0] != "var" and atom not in found:
-            _atoms_of(atom[1], found)  # inner atoms first: an atom's definition needs theirs
-            found[atom] = None
-
-
-def _range(key: TermKey, box: dict, ranges: dict) -> tuple[Fraction, Fraction]:
-    """The interval a term takes over the box (its atoms' ranges already known)."""
-    low = high = key[1]
-    for atom, coefficient in key[0]:
-        a, b = box[atom[1]] if atom[0] == "var" else ranges[atom]
-        low, high = (
-            (low + coefficient * a, high + coefficient * b)
-            if coefficient > 0
-            else (low + coefficient * b, high + coefficient * a)
-        )
-    return low, high
-
-
-def _integer_range(atom, box: dict, ranges: dict) -> tuple[Fraction, Fraction]:
-    low, high = _range(atom[1], box, ranges)
-    if atom[0] == "floor":
-        return Fraction(math.floor(low)), Fraction(math.floor(high))
-    return Fraction(math.floor(low + Fraction(1, 2)) - 1), Fraction(math.floor(high + Fraction(1, 2)))
-
-
 Row = tuple  # (((variable, coefficient), ...) as a dict, constant): sum + constant <= 0
 
 
@@ -173,10 +145,6 @@ def _row(key: TermKey, fixed: dict) -> tuple[dict, Fraction]:
 
 def _negated(row: tuple[dict, Fraction]) -> tuple[dict, Fraction]:
     return {v: -c for v, c in row[0].items()}, -row[1]
-
-
-def _shifted(row: tuple[dict, Fraction], by: Fraction) -> tuple[dict, Fraction]:
-    return row[0], row[1] + by
 
 
 def _rows(constraint: Constraint, fixed: dict) -> list:
@@ -264,12 +232,12 @@ def path_region(path: PathResult, x: Interval, y: Interval, solver: Solver) -> R
     them by at most one of their units (a nanosecond), never more."""
     found: dict = {}
     for key, _ in path.constraints:
-        _atoms_of(key, found)
-    box = {x.field: (x.low, x.high), y.field: (y.low, y.high)}
-    ranges: dict = {}
-    for atom in found:  # inner atoms come first
-        ranges[atom] = _integer_range(atom, box, ranges)
-    coarse = tuple(a for a in found if ranges[a][1] - ranges[a][0] < COARSE)
+        atoms_in(key, found)
+    found = {atom: None for atom in found if atom[0] != "var"}  # the integer parts, inner ones first
+    box = Path({x.field: (x.low, x.high), y.field: (y.low, y.high)})
+    for atom in found:  # each one's bounds over the box, from its inner ones'
+        box.integer_atom(*atom)
+    coarse = tuple(a for a in found if box.bounds[a][1] - box.bounds[a][0] < COARSE)
     fine = tuple(a for a in found if a not in coarse)
     corners = [(x.low, y.low), (x.high, y.low), (x.high, y.high), (x.low, y.high)]
     polygons = []

@@ -423,6 +423,18 @@ def stamp_ns(seconds, identity: tuple) -> int:
     return stamp
 
 
+def atoms_in(key: TermKey, found: Optional[dict] = None) -> dict:
+    """Every atom of a term, the fields and the integer parts inside integer parts included, each inner one
+    before the integer part that contains it (as the keys of an insertion-ordered dict)."""
+    found = {} if found is None else found
+    for atom, _ in key[0]:
+        if atom not in found:
+            if atom[0] != "var":
+                atoms_in(atom[1], found)
+            found[atom] = None
+    return found
+
+
 def evaluate(key: TermKey, assignment: dict[str, Fraction], memo: Optional[dict] = None) -> Fraction:
     """The exact value of a term at an assignment of the varied fields (`memo`: integer atoms already evaluated
     at this assignment, shared by the terms that contain them)."""
