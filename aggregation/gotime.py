@@ -13,6 +13,7 @@ very early time: that wrapped value is what decides "earliest", here as in prope
 from __future__ import annotations
 
 import datetime
+from functools import lru_cache
 from typing import Optional
 
 NANOS = 1_000_000_000
@@ -47,8 +48,17 @@ def rfc3339_nanos(timestamp_ns: Optional[int]) -> Optional[str]:
     if timestamp_ns is None:
         return None
     seconds, nanos = divmod(timestamp_ns, NANOS)
-    try:
-        base = _EPOCH + datetime.timedelta(seconds=seconds)
-    except OverflowError:
+    whole = _whole_seconds(seconds)
+    if whole is None:
         return f"{seconds} s + {nanos} ns since 1970-01-01 (outside RFC 3339's years 1-9999)"
-    return f"{base.year:04d}-" + base.strftime("%m-%dT%H:%M:%S") + f".{nanos:09d}Z"
+    return f"{whole}.{nanos:09d}Z"
+
+
+@lru_cache(maxsize=4096)  # error files of one job share their seconds: `explain` prints 10,000 stamps
+def _whole_seconds(seconds: int) -> Optional[str]:
+    """`YYYY-MM-DDTHH:MM:SS` of whole seconds since the epoch, or None outside years 1-9999."""
+    try:
+        t = _EPOCH + datetime.timedelta(seconds=seconds)
+    except OverflowError:
+        return None
+    return f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}"

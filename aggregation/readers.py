@@ -12,7 +12,9 @@ evaluation round and tries again, and after `max-workflow-retries` such rounds f
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Callable, Optional
 
 from flyteidl.core import errors_pb2, execution_pb2
@@ -126,35 +128,33 @@ class ListedErrors:
 STAMP_TRACER: Optional[Callable[[tuple, int], object]] = None
 
 
-def document_to_error(document: errors_pb2.ErrorDocument, path: str, reference: str) -> ObservedError:
+def document_to_error(
+    document: errors_pb2.ErrorDocument, path: str, reference: "str | Callable[[], str]"
+) -> ObservedError:
     """`errorDoc2ExecutionError`: origin becomes kind; recoverable only when kind == RECOVERABLE.
 
-    `reference` is the file's name as the reader holds it (it appears in ErrorFileBadFormat's message).
+    `reference` is the file's name as the reader holds it (it appears in ErrorFileBadFormat's message), or
+    a function that makes it: the name is built only when a message needs it.
     """
     if not document.HasField("error"):
+        name = reference if isinstance(reference, str) else reference()
         return ObservedError(
             code="ErrorFileBadFormat",
-            message=f"error not formatted correctly, nil error @path [{reference}]",
+            message=f"error not formatted correctly, nil error @path [{name}]",
             kind="SYSTEM",
             recoverable=True,
             path=path,
         )
     container = document.error
+    code, message, worker, origin = container.code, container.message, container.worker, container.origin
     timestamp_ns = None
     if container.HasField("timestamp"):
         stamp = container.timestamp
         timestamp_ns = stamp.seconds * 1_000_000_000 + stamp.nanos
         if STAMP_TRACER is not None:  # `aggsim prove`: the symbolic stamp the document was written with
-            timestamp_ns = STAMP_TRACER((container.worker, container.code, container.message), timestamp_ns)
-    return ObservedError(
-        code=container.code,
-        message=container.message,
-        kind=KIND_NAMES.get(container.origin) or str(container.origin),
-        recoverable=container.kind == _RECOVERABLE,
-        timestamp_ns=timestamp_ns,
-        worker=container.worker,
-        path=path,
-    )
+            timestamp_ns = STAMP_TRACER((worker, code, message), timestamp_ns)
+    kind = KIND_NAMES.get(origin) or str(origin)
+    return ObservedError(code, message, kind, container.kind == _RECOVERABLE, timestamp_ns, worker, path)
 
 
 def parse_document(data: bytes) -> errors_pb2.ErrorDocument:
@@ -177,10 +177,13 @@ def listed_reference(location: str, key: str) -> str:
 
 
 _PATH_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~$&+,/:;=@")
+_ALL_PATH_SAFE = re.compile(r"[A-Za-z0-9\-_.~$&+,/:;=@]*")
 
 
 def go_escape_path(path: str) -> str:
     """Go's `url.PathEscape`-like `escape(path, encodePath)` (net/url `shouldEscape`): each other byte as %XX."""
+    if _ALL_PATH_SAFE.fullmatch(path):  # the usual key: nothing to escape
+        return path
     return "".join(chr(b) if b in _PATH_SAFE else f"%{b:02X}" for b in path.encode("utf-8"))
 
 
@@ -189,19 +192,21 @@ def _too_large(reference: str, size: int, limit: int) -> str:
     return f"output file @[{reference}] is too large [{size}] bytes, max allowed [{limit}] bytes"
 
 
-def _read_document(prefix: OutputPrefix, key: str, reference: str, limit: int) -> errors_pb2.ErrorDocument:
+def _read_document(
+    prefix: OutputPrefix, key: str, reference: Callable[[], str], limit: int
+) -> errors_pb2.ErrorDocument:
     """flytestdlib `ReadProtobuf`: `ReadRaw` (which enforces the size limit again, on the object as it is
-    now) then `proto.Unmarshal`; errors carry the texts Go's wrapping gives them."""
+    now) then `proto.Unmarshal`; errors carry the texts Go's wrapping gives them (`reference()` names the file)."""
     data = prefix.read(key)
     if limit != 0 and len(data) > limit:  # ReadRaw skips its check when maxDownloadMBs is 0 (HEAD's still fails)
         raise StorageError(
-            f"path:{reference}: [LIMIT_EXCEEDED] limit exceeded. {len(data) / 2**20:.6f}mb > {limit / 2**20:g}mb. "
+            f"path:{reference()}: [LIMIT_EXCEEDED] limit exceeded. {len(data) / 2**20:.6f}mb > {limit / 2**20:g}mb. "
             "You can increase the limit by setting maxDownloadMBs."
         )
     try:
         return parse_document(data)
     except DecodeError as e:
-        raise DecodeError(f"unmarshall: {reference}: {e}") from None
+        raise DecodeError(f"unmarshall: {reference()}: {e}") from None
 
 
 class DefaultErrorReader:
@@ -229,7 +234,7 @@ class DefaultErrorReader:
                 DEFAULT, (Candidate(key, size, problem=problem),), rule=RULE_ROUND_ERROR, round_error=problem
             )
         try:
-            document = _read_document(prefix, key, reference, self.max_payload_bytes)
+            document = _read_document(prefix, key, lambda: reference, self.max_payload_bytes)
         except ObjectNotFound as e:
             # deleted between HEAD and GET: only this reader maps not-found to an ExecutionError
             error = ObservedError("ErrorFileNotFound", str(e), "SYSTEM", True, path=key)
@@ -288,14 +293,13 @@ class EarliestErrorReader:
             )
         sizes: list[int] = []
         for key in heads:
-            reference = listed_reference(location, key)
             try:
                 size = prefix.head(key)
             except StorageError as e:
-                problem = f"failed to read error file @[{reference}]: {e}"
+                problem = f"failed to read error file @[{listed_reference(location, key)}]: {e}"
                 return self._round_error(heads, sizes, Candidate(key, 0, problem=problem), ignored)
             if size is not None and size > self.max_payload_bytes:
-                problem = _too_large(reference, size, self.max_payload_bytes)
+                problem = _too_large(listed_reference(location, key), size, self.max_payload_bytes)
                 return self._round_error(heads, sizes, Candidate(key, size, problem=problem), ignored)
             sizes.append(size or 0)
         if not heads:
@@ -323,14 +327,15 @@ class EarliestErrorReader:
             return ReadResult(EARLIEST, (), race, RULE_LISTING_RACE, ignored=ignored)
         size_of = dict(zip(listed_by_is_error.keys, listed_by_is_error.sizes))
         parsed: list[Candidate] = []
+        stamps: list[tuple[int, int]] = []
         winner_index, winner_key = 0, None
         for index, key in enumerate(listed):
             size = size_of.get(key, 0)
-            reference = listed_reference(location, key)
+            reference = partial(listed_reference, location, key)  # built only for a message that names the file
             try:
                 document = _read_document(prefix, key, reference, self.max_payload_bytes)
             except (StorageError, DecodeError) as e:
-                problem = f"failed to read error file @[{reference}]: {e}"
+                problem = f"failed to read error file @[{reference()}]: {e}"
                 rest = [Candidate(k, size_of.get(k, 0)) for k in listed[index + 1 :]]
                 failed = Candidate(key, size, problem=problem)
                 return ReadResult(
@@ -343,10 +348,11 @@ class EarliestErrorReader:
             error = document_to_error(document, key, reference)
             parsed.append(Candidate(key, size, error=error, bad_format=not document.HasField("error")))
             stamp = gotime.order_key(error.timestamp_ns)  # AsTime(); a missing timestamp is the epoch
+            stamps.append(stamp)
             if winner_key is None or winner_key > stamp:  # earliest.After(ts): ties keep the first listed
                 winner_index, winner_key = index, stamp
 
-        rule = self._rule(parsed, winner_index)
+        rule = self._rule(parsed, stamps, winner_index)
         parsed[winner_index] = replace(parsed[winner_index], selected=True)
         return ReadResult(EARLIEST, tuple(parsed), parsed[winner_index].error, rule, ignored=ignored)
 
@@ -364,7 +370,7 @@ class EarliestErrorReader:
         )
 
     @staticmethod
-    def _rule(parsed: list[Candidate], winner_index: int) -> str:
+    def _rule(parsed: list[Candidate], stamps: list[tuple[int, int]], winner_index: int) -> str:
         winner = parsed[winner_index]
         if winner.bad_format:
             return RULE_BAD_FORMAT
@@ -372,7 +378,7 @@ class EarliestErrorReader:
             return RULE_ONLY_CANDIDATE
         if winner.error is not None and winner.error.timestamp_ns is None:
             return RULE_EPOCH
-        if any(c.order_key == winner.order_key for i, c in enumerate(parsed) if i != winner_index):
+        if stamps.count(stamps[winner_index]) > 1:  # another candidate's stamp orders equal to the winner's
             return RULE_TIE
         return RULE_EARLIEST
 

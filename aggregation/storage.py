@@ -117,6 +117,14 @@ def _utf8_order(key: str) -> bytes:
     return key.encode("utf-8", "surrogateescape")
 
 
+def _entry_key(entry: ObjectEntry) -> str:
+    return entry.key
+
+
+#: how much of a local object one read asks for; error documents are smaller, larger ones take more reads
+READ_CHUNK = 1 << 16
+
+
 def _pages(entries: Sequence[ObjectEntry], counter: RequestCounter) -> Iterator[Sequence[ObjectEntry]]:
     if not entries:
         counter.list_pages += 1  # an empty listing is still one request
@@ -291,7 +299,10 @@ class FsspecPrefix:
             relative = path[len(self.root) + 1 :] if self.root else path
             if relative.startswith(key_prefix):
                 entries.append(ObjectEntry(relative, int(info.get("size") or 0)))
-        entries.sort(key=lambda e: _utf8_order(e.key))
+        if all(e.key.isascii() for e in entries):  # the usual keys: code point order is byte order
+            entries.sort(key=_entry_key)
+        else:
+            entries.sort(key=lambda e: _utf8_order(e.key))
         return _pages(entries, self.requests)
 
     def head(self, key: str) -> Optional[int]:
@@ -336,7 +347,10 @@ class LocalPrefix:
             self._walk(self._full(directory) if directory else self.root, directory, key_prefix, entries)
         except OSError as e:
             raise StorageError(f"failed to list {self.location}: {e}") from None
-        entries.sort(key=lambda e: _utf8_order(e.key))
+        if all(e.key.isascii() for e in entries):  # the usual keys: code point order is byte order
+            entries.sort(key=_entry_key)
+        else:
+            entries.sort(key=lambda e: _utf8_order(e.key))
         return _pages(entries, self.requests)
 
     def _walk(self, path: str, relative: str, key_prefix: str, out: list[ObjectEntry]) -> None:
@@ -347,13 +361,14 @@ class LocalPrefix:
         with scanner:
             for entry in scanner:
                 key = f"{relative}/{entry.name}" if relative else entry.name
-                if not (key.startswith(key_prefix) or key_prefix.startswith(key + "/")):
-                    continue
-                if entry.is_dir(follow_symlinks=False):
+                if key.startswith(key_prefix):
+                    if entry.is_file():  # regular files (or links to them) only: FIFOs and sockets are no objects
+                        # no size: a local listing would need a stat per file, and the readers HEAD anyway
+                        out.append(ObjectEntry(key))
+                    elif entry.is_dir(follow_symlinks=False):
+                        self._walk(entry.path, key, key_prefix, out)
+                elif key_prefix.startswith(key + "/") and entry.is_dir(follow_symlinks=False):
                     self._walk(entry.path, key, key_prefix, out)
-                elif entry.is_file():  # regular files only: FIFOs and sockets are no objects
-                    # no size: a local listing would need a stat per file, and the readers HEAD anyway
-                    out.append(ObjectEntry(key))
 
     def head(self, key: str) -> Optional[int]:
         self.requests.heads += 1
@@ -367,13 +382,26 @@ class LocalPrefix:
 
     def read(self, key: str) -> bytes:
         self.requests.gets += 1
+        path = self._full(key)
         try:
-            with open(self._full(key), "rb", buffering=0) as f:  # unbuffered: one read of the whole object
-                return f.readall()
+            fd = os.open(path, os.O_RDONLY)  # plain descriptors: a file object costs more than the read itself
         except FileNotFoundError:
             raise ObjectNotFound(f"{self.location}/{key}: no such object") from None
         except OSError as e:
             raise StorageError(f"failed to read {self.location}/{key}: {e}") from None
+        try:
+            data = os.read(fd, READ_CHUNK)
+            if len(data) < READ_CHUNK:  # a regular file reads short only at its end
+                return data
+            chunks = [data]
+            while chunk := os.read(fd, READ_CHUNK):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        except OSError as e:  # a directory, or an I/O error: named as `open` would name it
+            why = f"[Errno {e.errno}] {e.strerror}: {path!r}"
+            raise StorageError(f"failed to read {self.location}/{key}: {why}") from None
+        finally:
+            os.close(fd)
 
 
 def open_prefix(

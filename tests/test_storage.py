@@ -139,3 +139,27 @@ def test_local_fast_path_agrees_with_fsspec_local_filesystem(tmp_path):
     for key in ("error-a.pb", "error-dir.pb", "error-fifo.pb", "missing.pb"):
         assert fast.head(key) == slow.head(key)
     assert fast.read("errors/x.pb") == slow.read("errors/x.pb") == b"errors/x.pb"
+
+
+def test_local_prefix_reads_large_objects_whole_and_orders_any_name_by_bytes(tmp_path):
+    """The local fast path reads in chunks and sorts plain str keys when it can; neither may change what is read
+    or the order propeller lists: an object larger than one chunk comes back whole, and names that are not ASCII
+    (a 4-byte character, an undecodable byte) keep UTF-8 byte order, as S3 lists them (storage.py `LocalPrefix`)."""
+    from aggregation.storage import READ_CHUNK, LocalPrefix
+
+    big = bytes(range(256)) * (3 * READ_CHUNK // 256 + 7)
+    write(tmp_path, "error-big.pb", big)
+    write(tmp_path, "error-exact.pb", b"x" * READ_CHUNK)
+    for raw in (b"error-\xff.pb", "error-\U00010000.pb".encode(), "error-é.pb".encode(), b"error-z.pb"):
+        (tmp_path / os.fsdecode(raw)).write_bytes(raw)
+    fast, slow = LocalPrefix(str(tmp_path)), FsspecPrefix(f"file://{tmp_path}")
+    assert fast.read("error-big.pb") == big and fast.read("error-exact.pb") == b"x" * READ_CHUNK
+    keys = [e.key for page in fast.list_pages("error") for e in page]
+    assert [k.encode("utf-8", "surrogateescape") for k in keys] == sorted(
+        k.encode("utf-8", "surrogateescape") for k in keys
+    )
+    assert keys[-1] == os.fsdecode(b"error-\xff.pb")  # byte 0xff sorts after the 4-byte character's 0xf0
+    assert keys == [e.key for page in slow.list_pages("error") for e in page]
+    (tmp_path / "error-dir.pb").mkdir()
+    with pytest.raises(StorageError, match=r"error-dir\.pb: \[Errno 21\] Is a directory"):
+        fast.read("error-dir.pb")
