@@ -78,9 +78,11 @@ def proof_to_json(proof: Proof) -> dict:
                 "choices": dict(p.choices),
                 "behaviour": p.behaviour.describe(),
                 "final_phase": p.behaviour.final_phase,
-                "condition": list(condition),
+                # the first few paths' conditions: readable (ranges of the fields), and exact (as recorded)
+                "condition": list(proof.conditions[index]) if index < len(proof.conditions) else None,
+                "exact_condition": list(proof.exact_conditions[index]) if index < len(proof.exact_conditions) else None,
             }
-            for p, condition in zip(proof.counterexamples, proof.conditions)
+            for index, p in enumerate(proof.counterexamples)
         ],
         "behaviour_list": sorted({p.behaviour.describe() for p in proof.paths}),
     }
@@ -119,7 +121,7 @@ TABLE_CASES = (
 )
 TABLE_PLUGINS = ("upstream", "seed-pr", "recoverable")
 #: a condition longer than this (the agent's monitor-poll arithmetic makes long ones) is left to `--json`
-TABLE_CONDITION_CHARS = 160
+TABLE_CONDITION_CHARS = 320
 
 
 def table_rows():
@@ -144,7 +146,7 @@ def _table_answer(proof: Proof) -> str:
     # a region with an inside (no equality) and a float witness first: the one a reader can try with `simulate`
     pairs.sort(key=lambda pair: (not float_witness(pair[1]), any(" = " in line for line in pair[0]), len(str(pair[0]))))
     condition, path = pairs[0]
-    where = "; ".join(condition)
+    where = condition[0]  # the piece that holds the witness: one convex region where the claim fails
     where = f" where {where}," if len(where) <= TABLE_CONDITION_CHARS else ""
     return (
         f"**COUNTEREXAMPLE**: {' or '.join(outcomes)} on {len(proof.counterexamples):,} of {len(proof.paths):,} "

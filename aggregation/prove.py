@@ -269,10 +269,11 @@ class Proof:
     seconds: float
     reason: str = ""
     counterexamples: tuple[PathResult, ...] = ()
-    conditions: tuple[tuple[str, ...], ...] = ()  # per counterexample path: the readable condition, minimal
+    conditions: tuple[tuple[str, ...], ...] = ()  # per counterexample path: readable (`aggregation.conditions`)
     intervals: tuple[Interval, ...] = ()
     choices: tuple[Choice, ...] = ()
     problem: Optional[Problem] = None  # the scenario as written, with the plugin, flag and deployment proved for
+    exact_conditions: tuple[tuple[str, ...], ...] = ()  # per counterexample path: the recorded condition, minimal
 
     @property
     def behaviours(self) -> int:
@@ -490,10 +491,33 @@ def prove(
         if unknown:
             break
     seconds = budget.elapsed()
-    broken = tuple(p for p in paths if not p.holds)
+    # the paths with an inside (a float witness, no equality) first: their conditions are the ones worth reading
+    broken = tuple(
+        sorted(
+            (p for p in paths if not p.holds),
+            key=lambda p: (not float_witness(p), _thin(p, intervals)),
+        )
+    )
+    from aggregation.conditions import readable_condition  # it builds on this module's solver
+
     conditions = tuple(readable_condition(p, intervals) for p in broken[:CONDITIONS])
+    exact = tuple(exact_condition(p, intervals) for p in broken[:CONDITIONS])
     verdict = COUNTEREXAMPLE if broken else UNKNOWN if unknown else PROVED
-    return Proof(verdict, claim, tuple(paths), seconds, unknown, broken, conditions, intervals, choices, whole)
+    return Proof(verdict, claim, tuple(paths), seconds, unknown, broken, conditions, intervals, choices, whole, exact)
+
+
+def _thin(path: PathResult, intervals: Sequence[Interval]) -> bool:
+    """Whether the path lies on a boundary: an equality, or a field held at its box's edge (x <= low)."""
+    edges = {i.field: (i.low, i.high) for i in intervals}
+    for (items, const), relation in path.constraints:
+        if relation == "==":
+            return True
+        if relation == "<=" and len(items) == 1 and items[0][0][0] == "var" and items[0][0][1] in edges:
+            coefficient = items[0][1]
+            low, high = edges[items[0][0][1]]
+            if -const / coefficient == (low if coefficient > 0 else high):
+                return True
+    return False
 
 
 # --- conditions people can read ---------------------------------------------------------------------------
@@ -513,7 +537,8 @@ def minimal_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple[
     return tuple(kept)
 
 
-def readable_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple[str, ...]:
+def exact_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple[str, ...]:
+    """The path's recorded condition, minimal, with its integer parts (floors, roundings) as they are: exact."""
     condition = tuple(render_constraint(c) for c in minimal_condition(path, intervals))
     choices = tuple(f"{name} = {value}" for name, value in path.choices)
     return choices + (condition or ("anywhere in the box",))

@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Optional, Sequence
 
 from aggregation import defaults
+from aggregation.pieces import TooManyPieces, path_pieces
 from aggregation.prove import (
     COUNTEREXAMPLE,
     UNKNOWN,
@@ -27,14 +28,9 @@ from aggregation.prove import (
     prove,
 )
 from aggregation.scenario import ScenarioSource
-from aggregation.symbolic import Constraint, Path, TermKey, atoms_in
 
 Point = tuple[Fraction, Fraction]
 Polygon = tuple[Point, ...]
-#: integer assignments to one path's atoms (each a convex piece of its region) before the map gives up
-MAX_PIECES = 10_000
-#: an integer part taking fewer values than this across the box is enumerated exactly; more, relaxed
-COARSE = 1_000
 
 _EVERYTHING = Claim("map", "every path is drawn", lambda execution: True)
 
@@ -126,128 +122,21 @@ def _strictly_inside(polygon: Polygon, point: Point) -> bool:
     return len(signs) == 1
 
 
-# --- a path's pieces ------------------------------------------------------------------------------------
-Row = tuple  # (((variable, coefficient), ...) as a dict, constant): sum + constant <= 0
-
-
-def _row(key: TermKey, fixed: dict) -> tuple[dict, Fraction]:
-    """key with the enumerated atoms substituted; the fields and the relaxed atoms stay variables."""
-    coefficients: dict = {}
-    constant = key[1]
-    for atom, coefficient in key[0]:
-        if atom in fixed:
-            constant += coefficient * fixed[atom]
-        else:
-            variable = atom[1] if atom[0] == "var" else atom
-            coefficients[variable] = coefficients.get(variable, Fraction(0)) + coefficient
-    return coefficients, constant
-
-
-def _negated(row: tuple[dict, Fraction]) -> tuple[dict, Fraction]:
-    return {v: -c for v, c in row[0].items()}, -row[1]
-
-
-def _rows(constraint: Constraint, fixed: dict) -> list:
-    key, relation = constraint
-    row = _row(key, fixed)
-    if relation in ("<", "<="):
-        return [row]
-    if relation == "==":
-        return [row, _negated(row)]
-    return []  # "!=": removes a line, no area
-
-
-def _definition(atom, fixed: dict) -> list:
-    """Where the atom is k (enumerated, or a relaxed variable): k <= t <= k + 1 for a floor, k - 1/2 <= t <=
-    k + 1/2 for a rounding (closed: the excluded edge has no area)."""
-    coefficients, constant = _row(atom[1], fixed)
-    if atom in fixed:
-        k_coefficients, k_constant = {}, fixed[atom]
-    else:
-        k_coefficients, k_constant = {atom: Fraction(1)}, Fraction(0)
-    low, high = (Fraction(0), Fraction(1)) if atom[0] == "floor" else (Fraction(-1, 2), Fraction(1, 2))
-    # t - k - high <= 0 and k + low - t <= 0
-    above = dict(coefficients)
-    for v, c in k_coefficients.items():
-        above[v] = above.get(v, Fraction(0)) - c
-    below = {v: -c for v, c in coefficients.items()}
-    for v, c in k_coefficients.items():
-        below[v] = below.get(v, Fraction(0)) + c
-    return [(above, constant - k_constant - high), (below, k_constant + low - constant)]
-
-
-def _eliminate(rows: list, variable) -> list:
-    """Fourier-Motzkin: the rows' projection along one variable (exact for the real relaxation)."""
-    upper, lower, rest = [], [], []
-    for row in rows:
-        coefficient = row[0].get(variable, Fraction(0))
-        (upper if coefficient > 0 else lower if coefficient < 0 else rest).append(row)
-    for up in upper:
-        for down in lower:
-            a, b = up[0][variable], -down[0][variable]
-            combined: dict = {}
-            for v in set(up[0]) | set(down[0]):
-                if v != variable:
-                    value = b * up[0].get(v, Fraction(0)) + a * down[0].get(v, Fraction(0))
-                    if value:
-                        combined[v] = value
-            rest.append((combined, b * up[1] + a * down[1]))
-    return rest
-
-
-def _atom_values(solver: Solver, path: PathResult, atoms: Sequence) -> list[dict]:
-    """Every integer assignment of the path's atoms that some point of its region takes."""
-    if not atoms:
-        return [{}]
-    z3 = solver.z3
-    expressions = [solver.atom(atom) for atom in atoms]
-    found: list[dict] = []
-    solver.solver.push()
-    try:
-        solver.solver.add(solver.conjunction(path.constraints))
-        while True:
-            result = solver.solver.check()
-            if result == z3.unsat:
-                return found
-            if result != z3.sat:
-                reason = solver.solver.reason_unknown()
-                raise ProveError(f"the region map cannot be drawn: the solver gave up ({reason})")
-            model = solver.solver.model()
-            values = []
-            for expression in expressions:
-                value = model.eval(expression, model_completion=True)
-                values.append(Fraction(value.numerator_as_long(), value.denominator_as_long()))
-            found.append(dict(zip(atoms, values)))
-            if len(found) > MAX_PIECES:
-                raise ProveError(f"the region map cannot be drawn: one path has more than {MAX_PIECES:,} pieces")
-            solver.solver.add(z3.Or([e != solver.number(v) for e, v in zip(expressions, values)]))
-    finally:
-        solver.solver.pop()
-
-
 def path_region(path: PathResult, x: Interval, y: Interval, solver: Solver) -> Region:
     """The path's polygons: one convex piece per assignment of its coarse integer parts (whole seconds, monitor
     polls), each the box clipped by the path's constraints; fine integer parts (nanosecond stamps: more than
     `COARSE` values across the box) are relaxed to the reals and projected out, which moves a boundary through
     them by at most one of their units (a nanosecond), never more."""
-    found: dict = {}
-    for key, _ in path.constraints:
-        atoms_in(key, found)
-    found = {atom: None for atom in found if atom[0] != "var"}  # the integer parts, inner ones first
-    box = Path({x.field: (x.low, x.high), y.field: (y.low, y.high)})
-    for atom in found:  # each one's bounds over the box, from its inner ones'
-        box.integer_atom(*atom)
-    coarse = tuple(a for a in found if box.bounds[a][1] - box.bounds[a][0] < COARSE)
-    fine = tuple(a for a in found if a not in coarse)
+    bounds = {x.field: (x.low, x.high), y.field: (y.low, y.high)}
+    try:
+        pieces, relaxed = path_pieces(path.constraints, bounds, solver)
+    except TooManyPieces as e:
+        raise ProveError(f"the region map cannot be drawn: {e}") from None
     corners = [(x.low, y.low), (x.high, y.low), (x.high, y.high), (x.low, y.high)]
     polygons = []
-    for fixed in _atom_values(solver, path, coarse):
-        rows = [r for c in path.constraints for r in _rows(c, fixed)]
-        rows += [r for atom in found for r in _definition(atom, fixed)]
-        for atom in reversed(fine):  # outer atoms first: each elimination keeps the rest linear
-            rows = _eliminate(rows, atom)
+    for rows in pieces:
         polygon = corners
-        for coefficients, constant in rows:
+        for coefficients, constant, _strict in rows:  # the boundary kept: it has no area
             polygon = _clip(
                 polygon, coefficients.get(x.field, Fraction(0)), coefficients.get(y.field, Fraction(0)), constant
             )
@@ -256,7 +145,7 @@ def path_region(path: PathResult, x: Interval, y: Interval, solver: Solver) -> R
         if polygon:
             polygons.append(tuple(polygon))
     area = sum((_area(p) for p in polygons), Fraction(0))
-    return Region(path.behaviour, tuple(polygons), area, dict(path.witness), bool(fine))
+    return Region(path.behaviour, tuple(polygons), area, dict(path.witness), relaxed)
 
 
 def region_map(

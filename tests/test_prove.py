@@ -228,6 +228,56 @@ def test_random_points_fall_in_exactly_one_path_that_the_plain_simulator_agrees_
     check()
 
 
+@pytest.mark.parametrize("case", EXACTNESS_CASES, ids=lambda c: f"{c[0]}-{c[3]}-{c[4]}")
+def test_a_readable_condition_holds_exactly_where_its_path_is_taken(case) -> None:
+    """`aggregation.conditions`: each counterexample's readable pieces (ranges of the fields, no floors, no
+    nanosecond roundings) hold at a point of the box exactly when the path's recorded condition does (a piece
+    with a nanosecond stamp relaxed is allowed to differ only within a nanosecond of its bounds, which random
+    floats do not hit); the text names no integer part, and the witness's piece comes first."""
+    import random
+
+    from aggregation.conditions import condition_pieces, piece_holds
+
+    proof = _cached(case)
+    rng = random.Random(20261202)
+    checked = 0
+    for path, lines in zip(proof.counterexamples, proof.conditions):
+        assert not any(word in line for line in lines for word in ("floor(", "round(")), lines
+        found = condition_pieces(path, proof.intervals)
+        assert found is not None
+        pieces, _ = found
+        assert piece_holds(pieces[0], path.witness)
+        for _ in range(300):
+            point = {i.field: Fraction(rng.uniform(float(i.low), float(i.high))) for i in proof.intervals}
+            recorded = all(holds(c, point) for c in path.constraints)
+            assert any(piece_holds(piece, point) for piece in pieces) == recorded, P.point_text(point)
+            checked += recorded
+    if proof.counterexamples:
+        assert proof.conditions
+
+
+def test_a_readable_condition_reads_as_ranges_of_short_field_names() -> None:
+    """The sibling-error case of the README table: seed-pr with aggregation off loses the genuine error when the
+    second pod's clock runs behind and propeller looks after the upload (within 0.7 s, or later: two paths)."""
+    proof = _proof(
+        "sibling_user_error_cleanup",
+        "genuine-error-wins",
+        (
+            "attempts[0].events[0].at_seconds=20..21",
+            "pod_timings[0].timings.clock_offset_seconds=-0.25..0.25",
+            "timings.upload_seconds=0.05..3",
+            "propeller.observation_delay_seconds=0..10",
+        ),
+        "seed-pr",
+        False,
+    )
+    assert proof.verdict == P.COUNTEREXAMPLE
+    texts = set(proof.conditions)
+    assert ("clock_offset_seconds < 0 and -0.7 <= upload_seconds - observation_delay_seconds < 0",) in texts
+    assert ("clock_offset_seconds < 0 and upload_seconds - observation_delay_seconds < -0.7",) in texts
+    assert proof.exact_conditions[0]  # the recorded form, for --json
+
+
 # --- the command -------------------------------------------------------------------------------------------
 def _aggsim(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([AGGSIM, *args], capture_output=True, text=True, timeout=300)

@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aggregation import explore
+from aggregation.pieces import _eliminate
 from aggregation.prove import Problem, ProveError, parse_range, replay
-from aggregation.regions import _area, _clip, _eliminate, region_map
+from aggregation.regions import _area, _clip, region_map
 from aggregation.scenario import read_scenario
 
 AGGSIM = str(Path(sys.executable).with_name("aggsim"))
@@ -63,8 +64,8 @@ def test_clipping_a_square_by_a_half_plane_is_exact() -> None:
 
 def test_projecting_out_a_relaxed_integer_keeps_exactly_the_shadow() -> None:
     """Fourier-Motzkin: {x : exists k, x <= k <= 1/2} is x <= 1/2."""
-    rows = [({"x": Fraction(1), "k": Fraction(-1)}, Fraction(0)), ({"k": Fraction(1)}, Fraction(-1, 2))]
-    assert _eliminate(rows, "k") == [({"x": Fraction(1)}, Fraction(-1, 2))]
+    rows = [({"x": Fraction(1), "k": Fraction(-1)}, Fraction(0), False), ({"k": Fraction(1)}, Fraction(-1, 2), True)]
+    assert _eliminate(rows, "k") == [({"x": Fraction(1)}, Fraction(-1, 2), True)]  # x <= k < 1/2: x < 1/2
 
 
 def _distance_to_edge(polygon, point) -> float:

@@ -1,0 +1,264 @@
+"""A counterexample's condition as people read it: linear bounds on the varied fields, no floors, no nanoseconds.
+
+The prover records a path's condition over the fields and integer parts (torch's whole-second stamps, the
+agent's monitor polls, nanosecond stamps): exact, and unreadable. Here each integer part is fixed to each value
+it takes on the path (`aggregation.pieces`), so the condition becomes a union of pieces, each a conjunction of
+linear bounds on the fields; a bound the box and the others imply is dropped (z3 over the reals), bounds on one
+expression become one range (`30.95 <= signal + shutdown < 31`), and pieces that differ only in one range that
+they continue are joined (a floor's consecutive values are one interval). Where a nanosecond stamp was relaxed,
+the text says the bounds are exact to a nanosecond. A path split into too many pieces keeps the prover's exact
+form (`prove.minimal_condition`).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Optional, Sequence
+
+from aggregation.pieces import Row, TooManyPieces, path_pieces
+from aggregation.prove import Interval, PathResult, Solver, minimal_condition, render_constraint
+
+#: pieces shown for one path before the rest are counted (the JSON's exact form has everything)
+SHOWN_PIECES = 4
+
+Direction = tuple  # ((field, Fraction coefficient), ...), the first coefficient 1
+Bounds = tuple  # (low or None, low strict, high or None, high strict)
+
+
+def _normalised(row: Row, order: dict) -> Optional[tuple[Direction, Bounds]]:
+    """`sum + constant < 0` (or <=) as a bound on an expression whose first field has coefficient 1; None when the
+    row has no field (a constant, which z3 already found true on the path)."""
+    coefficients, constant, strict = row
+    fields = sorted(coefficients, key=order.__getitem__)
+    if not fields:
+        return None
+    lead = coefficients[fields[0]]
+    direction = tuple((f, coefficients[f] / lead) for f in fields)
+    bound = -constant / lead
+    if lead > 0:
+        return direction, (None, False, bound, strict)
+    return direction, (bound, strict, None, False)
+
+
+def _tighter(a: Bounds, b: Bounds) -> Bounds:
+    low, low_strict = a[0], a[1]
+    if b[0] is not None and (low is None or b[0] > low or (b[0] == low and b[1])):
+        low, low_strict = b[0], b[1]
+    high, high_strict = a[2], a[3]
+    if b[2] is not None and (high is None or b[2] < high or (b[2] == high and b[3])):
+        high, high_strict = b[2], b[3]
+    return low, low_strict, high, high_strict
+
+
+def _ranges(rows: Sequence[Row], order: dict) -> dict[Direction, Bounds]:
+    ranges: dict[Direction, Bounds] = {}
+    for row in rows:
+        normalised = _normalised(row, order)
+        if normalised is not None:
+            direction, bounds = normalised
+            ranges[direction] = _tighter(ranges.get(direction, (None, False, None, False)), bounds)
+    return ranges
+
+
+def _formulas(solver: Solver, direction: Direction, bounds: Bounds) -> list:
+    expression = solver.z3.Sum([solver.number(c) * solver.vars[f] for f, c in direction])
+    low, low_strict, high, high_strict = bounds
+    out = []
+    if low is not None:
+        out.append(expression > solver.number(low) if low_strict else expression >= solver.number(low))
+    if high is not None:
+        out.append(expression < solver.number(high) if high_strict else expression <= solver.number(high))
+    return out
+
+
+def _without_implied(solver: Solver, ranges: dict[Direction, Bounds]) -> dict[Direction, Bounds]:
+    """Drop each bound the box and the remaining bounds imply."""
+    z3 = solver.z3
+    kept = dict(ranges)
+    for direction in list(kept):
+        for side in (0, 2):
+            bounds = kept[direction]
+            if bounds[side] is None:
+                continue
+            without = (None, False, bounds[2], bounds[3]) if side == 0 else (bounds[0], bounds[1], None, False)
+            rest = [f for d, b in kept.items() if d != direction for f in _formulas(solver, d, b)]
+            rest += _formulas(solver, direction, without)
+            (dropped,) = _formulas(
+                solver,
+                direction,
+                (bounds[0], bounds[1], None, False) if side == 0 else (None, False, bounds[2], bounds[3]),
+            )
+            solver.solver.push()
+            solver.solver.add(*rest, z3.Not(dropped))
+            implied = solver.solver.check() == z3.unsat
+            solver.solver.pop()
+            if implied:
+                kept[direction] = without
+        if kept[direction][0] is None and kept[direction][2] is None:
+            del kept[direction]
+    return kept
+
+
+def piece_holds(ranges: dict, point: dict) -> bool:
+    """Whether every range of a piece holds at `point` (field -> value)."""
+    for direction, (low, low_strict, high, high_strict) in ranges.items():
+        value = sum((c * point[f] for f, c in direction), Fraction(0))
+        if low is not None and (value < low or (low_strict and value == low)):
+            return False
+        if high is not None and (value > high or (high_strict and value == high)):
+            return False
+    return True
+
+
+def _joined(a: dict, b: dict) -> Optional[dict]:
+    """a or b as one piece, when they differ only in one range and the two ranges continue each other."""
+    if a.keys() != b.keys():
+        return None
+    different = [d for d in a if a[d] != b[d]]
+    if len(different) != 1:
+        return None
+    (d,) = different
+    (low, ls, high, hs), (low2, ls2, high2, hs2) = sorted((a[d], b[d]), key=lambda x: (x[0] is not None, x[0] or 0))
+    if high is None or low2 is None or high < low2 or (high == low2 and hs and ls2):
+        return None  # a gap (or a single point both leave out) between them
+    if high2 is None:
+        top = (None, False)
+    elif high >= high2:
+        top = (high, hs) if high > high2 else (high, hs and hs2)
+    else:
+        top = (high2, hs2)
+    return {**a, d: (low, ls, *top)}
+
+
+def _number(value: Fraction) -> str:
+    """A short decimal where one is within float noise (the scenario's 0.05 is a binary float; sums of them
+    carry its error), else a small fraction, else about 9 digits marked ~."""
+    nearest = Fraction(round(value * 10**9), 10**9)
+    if abs(value - nearest) <= abs(value) * Fraction(1, 10**12):
+        value = nearest
+    for digits in range(10):
+        scaled = value * 10**digits
+        if scaled.denominator == 1:
+            whole, part = divmod(abs(scaled.numerator), 10**digits)
+            sign = "-" if value < 0 else ""
+            return f"{sign}{whole}.{part:0{digits}d}" if digits else f"{sign}{whole}"
+    if value.denominator < 1000:
+        return f"{value.numerator}/{value.denominator}"
+    return f"~{float(value):.9g}"
+
+
+def short_names(fields: Sequence[str]) -> dict[str, str]:
+    """Each field by the shortest dotted tail no other field shares (`timings.upload_seconds` -> `upload_seconds`,
+    two events' `at_seconds` -> `events[0].at_seconds` and `events[1].at_seconds`)."""
+    names = {}
+    for field in fields:
+        parts = field.split(".")
+        for size in range(1, len(parts) + 1):
+            tail = ".".join(parts[-size:])
+            if not any(other != field and (other == tail or other.endswith("." + tail)) for other in fields):
+                break
+        names[field] = tail
+    return names
+
+
+def _expression(direction: Direction, names: dict) -> str:
+    text = ""
+    for field, coefficient in direction:
+        field = names.get(field, field)
+        size = abs(coefficient)
+        body = field if size == 1 else f"{_number(size)}*{field}"
+        if not text:
+            text = body if coefficient > 0 else f"-{body}"
+        else:
+            text += f" {'+' if coefficient > 0 else '-'} {body}"
+    return text
+
+
+def _range_text(direction: Direction, bounds: Bounds, names: dict) -> str:
+    expression = _expression(direction, names)
+    low, low_strict, high, high_strict = bounds
+    if low is not None and high is not None:
+        if low == high:
+            return f"{expression} = {_number(low)}"
+        return (
+            f"{_number(low)} {'<' if low_strict else '<='} {expression} {'<' if high_strict else '<='} {_number(high)}"
+        )
+    if low is not None:
+        return f"{expression} {'>' if low_strict else '>='} {_number(low)}"
+    return f"{expression} {'<' if high_strict else '<='} {_number(high)}"
+
+
+def condition_pieces(path: PathResult, intervals: Sequence[Interval]) -> "tuple[list[dict], bool] | None":
+    """The path's condition as pieces (alternatives), each a dict expression -> (low, low strict, high, high
+    strict) of ranges that must all hold, the witness's piece first; and whether a nanosecond stamp was relaxed.
+    None when the path has too many pieces to list (`TooManyPieces`)."""
+    order = {interval.field: index for index, interval in enumerate(intervals)}
+    solver = Solver(intervals, 60_000)
+    bounds = {i.field: (i.low, i.high) for i in intervals}
+    try:
+        pieces, relaxed = path_pieces(path.constraints, bounds, solver)
+    except TooManyPieces:
+        return None
+    simplified: list[dict] = []
+    for rows in pieces:
+        ranges = _without_implied(solver, _ranges(rows, order))
+        if ranges not in simplified:
+            simplified.append(ranges)
+    merged = True
+    while merged:  # join pieces that continue each other (a floor's consecutive values), then simplify again
+        merged = False
+        for i in range(len(simplified)):
+            for j in range(i + 1, len(simplified)):
+                joined = _joined(simplified[i], simplified[j])
+                if joined is not None:
+                    simplified[i] = _without_implied(solver, joined)
+                    del simplified[j]
+                    merged = True
+                    break
+            if merged:
+                break
+
+    def reading_order(ranges: dict) -> list:
+        return [(b[0] is not None, b[0] or 0, b[2] or 0) for _, b in sorted(ranges.items(), key=by_field(order))]
+
+    simplified.sort(key=reading_order)
+    at_witness = [r for r in simplified if piece_holds(r, path.witness)]
+    simplified = at_witness[:1] + [r for r in simplified if r not in at_witness[:1]]  # the witness's piece first
+    for ranges in simplified:  # a field held at its box's edge reads as an equality
+        for direction, (low, low_strict, high, high_strict) in list(ranges.items()):
+            if len(direction) == 1:
+                edge_low, edge_high = bounds[direction[0][0]]
+                if high == edge_low and not high_strict or low == edge_high and not low_strict:
+                    ranges[direction] = (high if high is not None else low, False) * 2
+    return simplified, relaxed
+
+
+def by_field(order: dict):
+    """Sort ranges by the fields they bound, in the box's order."""
+    return lambda item: [order[f] for f, _ in item[0]]
+
+
+def readable_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple[str, ...]:
+    """The path's condition, one line per piece (the pieces are alternatives: `or`), each a conjunction (`and`)
+    of ranges of the fields (by their `short_names`); the choices (which pod) lead every line. The piece holding
+    the path's witness comes first; lines in parentheses are notes, not pieces."""
+    names = short_names([i.field for i in intervals])
+    order = {interval.field: index for index, interval in enumerate(intervals)}
+    choices = " and ".join(f"{name} = {value}" for name, value in path.choices)
+    found = condition_pieces(path, intervals)
+    if found is None:
+        exact = tuple(render_constraint(c) for c in minimal_condition(path, intervals))
+        return tuple(filter(None, (choices, *exact))) or ("anywhere in the box",)
+    simplified, relaxed = found
+    lines = []
+    for ranges in simplified[:SHOWN_PIECES]:
+        texts = [_range_text(d, b, names) for d, b in sorted(ranges.items(), key=by_field(order))]
+        lines.append(" and ".join(filter(None, (choices, *texts))) or "anywhere in the box")
+    if len(simplified) > SHOWN_PIECES:
+        lines.append(f"({len(simplified) - SHOWN_PIECES:,} more pieces: --json has the exact condition)")
+    if relaxed:
+        lines.append("(bounds through nanosecond stamps exact to a nanosecond)")
+    return tuple(lines[:1] + [f"or {line}" if not line.startswith("(") else line for line in lines[1:]])
+
+
+__all__ = ["condition_pieces", "piece_holds", "readable_condition", "short_names"]
