@@ -80,14 +80,11 @@ def _without_implied(solver: Solver, ranges: dict[Direction, Bounds]) -> dict[Di
             bounds = kept[direction]
             if bounds[side] is None:
                 continue
-            without = (None, False, bounds[2], bounds[3]) if side == 0 else (bounds[0], bounds[1], None, False)
+            low_only, high_only = (bounds[0], bounds[1], None, False), (None, False, bounds[2], bounds[3])
+            candidate, without = (low_only, high_only) if side == 0 else (high_only, low_only)
             rest = [f for d, b in kept.items() if d != direction for f in _formulas(solver, d, b)]
             rest += _formulas(solver, direction, without)
-            (dropped,) = _formulas(
-                solver,
-                direction,
-                (bounds[0], bounds[1], None, False) if side == 0 else (None, False, bounds[2], bounds[3]),
-            )
+            (dropped,) = _formulas(solver, direction, candidate)
             solver.solver.push()
             solver.solver.add(*rest, z3.Not(dropped))
             implied = solver.solver.check() == z3.unsat
