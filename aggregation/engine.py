@@ -10,9 +10,9 @@ sees everything that happened at the moment it looks).
 
 from __future__ import annotations
 
-import heapq
 import math
 import time
+from heapq import heappop, heappush
 from typing import Callable, Protocol, Sequence
 
 #: A poller looks at the real world and reports to the actors; it returns nothing.
@@ -49,18 +49,17 @@ class Clock:
 
     def at(self, when: float, callback: Callable[[], None], late: bool = False) -> Scheduled:
         """Run `callback` at scenario time `when` (never before now); `late`: after the instant's other callbacks."""
-        self._sequence += 1
+        now = self.now
+        self._sequence = sequence = self._sequence + 1
         scheduled = Scheduled(callback)
-        heapq.heappush(
-            self._queue, (when if when > self.now else self.now, 1 if late else 0, self._sequence, scheduled)
-        )
+        heappush(self._queue, (when if when > now else now, 1 if late else 0, sequence, scheduled))
         return scheduled
 
     def run(self, stop: Callable[[], bool]) -> None:
         """Run callbacks until `stop()` says so or nothing is left to run."""
         queue = self._queue
         while queue and not stop():
-            self.now, _, _, scheduled = heapq.heappop(queue)
+            self.now, _, _, scheduled = heappop(queue)
             if not scheduled.cancelled:
                 scheduled.callback()
 
@@ -107,7 +106,7 @@ class WallClock(Clock):
             if wall > self.deadline:
                 raise DeadlineExceeded("the attempt did not finish in time")
             if queue and self.timebase.wall(queue[0][0]) <= wall:
-                _, _, _, scheduled = heapq.heappop(queue)
+                _, _, _, scheduled = heappop(queue)
                 if not scheduled.cancelled:
                     self._tick()
                     scheduled.callback()

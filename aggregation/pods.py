@@ -15,6 +15,7 @@ workers are joined), `errors/error_handler.py` (`int(time.time())` stamps).
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import math
 from dataclasses import dataclass
@@ -126,6 +127,7 @@ def read_container_error(content: bytes) -> Optional[errors_pb2.ContainerError]:
     return document.error if document.HasField("error") else None
 
 
+@functools.lru_cache(maxsize=4096)  # a sweep names the same pods of the same attempts again and again
 def error_file_name(aggregation: bool, seed: int, attempt: int, pod: str) -> str:
     """flytekit `_build_error_file_name`: `error-<uuid4 hex>.pb` with `_F_DES`, else `error.pb` (deterministic here)."""
     if not aggregation:

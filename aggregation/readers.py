@@ -13,8 +13,8 @@ evaluation round and tries again, and after `max-workflow-retries` such rounds f
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
-from functools import partial
+from dataclasses import dataclass, field
+from functools import lru_cache, partial
 from typing import Callable, Optional
 
 from flyteidl.core import errors_pb2, execution_pb2
@@ -353,7 +353,8 @@ class EarliestErrorReader:
                 winner_index, winner_key = index, stamp
 
         rule = self._rule(parsed, stamps, winner_index)
-        parsed[winner_index] = replace(parsed[winner_index], selected=True)
+        won = parsed[winner_index]  # built, not `replace`d: dataclasses.replace is slow, and every attempt reads here
+        parsed[winner_index] = Candidate(won.path, won.size, won.error, won.problem, True, won.bad_format)
         return ReadResult(EARLIEST, tuple(parsed), parsed[winner_index].error, rule, ignored=ignored)
 
     @staticmethod
@@ -383,8 +384,12 @@ class EarliestErrorReader:
         return RULE_EARLIEST
 
 
+@lru_cache(maxsize=64)
 def reader_for(strategy: str, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES):
-    """The reader propeller builds for an aggregation strategy ("earliest" or "default")."""
+    """The reader propeller builds for an aggregation strategy ("earliest" or "default").
+
+    Readers hold only their configuration, so one per configuration serves every round (a simulation runs one
+    round per attempt)."""
     if strategy == EARLIEST:
         return EarliestErrorReader(max_payload_bytes)
     if strategy == DEFAULT:

@@ -10,7 +10,8 @@ and decides.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional, Protocol
+from operator import attrgetter
+from typing import Callable, Optional, Protocol
 
 from aggregation.engine import Clock
 from aggregation.kinds import CleanPodPolicy, JobCondition
@@ -30,6 +31,8 @@ from aggregation.results import AttemptResult, winning_upload
 from aggregation.scenario import ScenarioSpec
 from aggregation.storage import OutputPrefix, UnavailablePrefix
 from aggregation.timeline import Event, What
+
+_EVENT_TIME = attrgetter("at")
 
 
 class Pods(Protocol):
@@ -95,7 +98,7 @@ class Kubelet:
 
 
 class Attempt:
-    """The world of one attempt. Pods report to it: `log`, `upload`, `pod_exited`."""
+    """The world of one attempt. Pods report to it: `log` (an `Event`), `upload`, `pod_exited`."""
 
     def __init__(
         self,
@@ -116,6 +119,8 @@ class Attempt:
         self.truncated: dict[str, int] = {}  # pod -> bytes its uploads keep from now on
         self.clock: Clock = Clock()  # the pods' start() replaces it with theirs
         self.timeline: list[Event] = []
+        #: what pods report: an event of the attempt (the timeline's own append: a simulation logs tens per attempt)
+        self.log: Callable[[Event], None] = self.timeline.append
         self.uploads: list[Upload] = []
         self.exits: dict[str, tuple[int, float]] = {}
         self.preempted = False
@@ -125,9 +130,6 @@ class Attempt:
         self.propeller: Optional[PropellerActor] = None
 
     # --- what pods report ----------------------------------------------------------------------
-    def log(self, event: Event) -> None:
-        self.timeline.append(event)
-
     def upload(self, upload: Upload) -> None:
         keep = self.truncated.get(upload.pod)
         if keep is not None:  # a partial write: the object holds only the first `keep` bytes
@@ -226,7 +228,7 @@ class Attempt:
         masked = genuine and not (winner is not None and winner.error is not None and winner.error.genuine)
         return AttemptResult(
             attempt=self.attempt,
-            timeline=tuple(sorted(self.timeline, key=lambda event: event.at)),  # real evidence arrives late
+            timeline=tuple(sorted(self.timeline, key=_EVENT_TIME)),  # real evidence arrives late
             uploads=tuple(self.uploads),
             exits=dict(self.exits),
             job_condition=condition,
