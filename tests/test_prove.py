@@ -286,6 +286,27 @@ def test_cli_bad_input_is_one_line_and_exit_2() -> None:
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
+def test_cli_a_deployments_aggregation_setting_decides_unless_the_flag_overrides(tmp_path) -> None:
+    """flyteplugins `k8s` config `enable-distributed-error-aggregation` picks propeller's reader
+    (`remote_file_output_reader.go` `NewRemoteFileOutputReader`: earliest with it, the single error.pb without).
+    The sibling-error incident turns on aggregation itself; with seed-pr, turning it off lets the preempted pod's
+    error.pb overwrite the genuine one, so the deployment's setting must reach every path the prover explores."""
+    from aggregation.proof_report import TABLE_CASES
+
+    (scenario, claim, varies) = next(case for case in TABLE_CASES if case[1] == "genuine-error-wins")
+    box = [a for v in varies for a in ("--vary", v)]
+    off = tmp_path / "off.yaml"
+    off.write_text("plugins:\n  k8s:\n    enable-distributed-error-aggregation: false\n")
+
+    def verdict(*extra: str) -> tuple[int, str]:
+        result = _aggsim("prove", scenario, "--claim", claim, "--plugin", "seed-pr", "--json", *box, *extra)
+        return result.returncode, json.loads(result.stdout)["verdict"] if result.stdout else result.stderr
+
+    assert verdict() == (0, "PROVED")  # the scenario's own setting: aggregation on
+    assert verdict("--propeller-config", str(off)) == (1, "COUNTEREXAMPLE")
+    assert verdict("--propeller-config", str(off), "--aggregation") == (0, "PROVED")  # the flag wins
+
+
 def test_the_readme_table_is_what_prove_answers_today() -> None:
     """README "Proving, not sampling": each plugin x aggregation flag on the shipped incidents (`make proofs`)."""
     from aggregation.proof_report import readme_with_table, table_markdown, table_rows
