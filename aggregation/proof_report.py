@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aggregation.prove import COUNTEREXAMPLE, PROVED, Proof, float_witness, point_text
+from aggregation.prove import COUNTEREXAMPLE, PROVED, Proof, float_witness, inside_first, point_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -143,8 +143,8 @@ def _table_answer(proof: Proof) -> str:
         return f"**{proof.verdict}** ({len(proof.paths):,} paths)"
     outcomes = sorted({p.behaviour.final_phase for p in proof.counterexamples})
     pairs = list(zip(proof.conditions, proof.counterexamples))
-    # a region with an inside (no equality) and a float witness first: the one a reader can try with `simulate`
-    pairs.sort(key=lambda pair: (not float_witness(pair[1]), any(" = " in line for line in pair[0]), len(str(pair[0]))))
+    # prove's order (regions with an inside first), the shortest condition among equals
+    pairs.sort(key=lambda pair: (inside_first(pair[1], proof.intervals), len(str(pair[0]))))
     condition, path = pairs[0]
     where = condition[0]  # the piece that holds the witness: one convex region where the claim fails
     where = f" where {where}," if len(where) <= TABLE_CONDITION_CHARS else ""

@@ -491,19 +491,19 @@ def prove(
         if unknown:
             break
     seconds = budget.elapsed()
-    # the paths with an inside (a float witness, no equality) first: their conditions are the ones worth reading
-    broken = tuple(
-        sorted(
-            (p for p in paths if not p.holds),
-            key=lambda p: (not float_witness(p), _thin(p, intervals)),
-        )
-    )
+    broken = tuple(sorted((p for p in paths if not p.holds), key=lambda p: inside_first(p, intervals)))
     from aggregation.conditions import readable_condition  # it builds on this module's solver
 
     conditions = tuple(readable_condition(p, intervals) for p in broken[:CONDITIONS])
     exact = tuple(exact_condition(p, intervals) for p in broken[:CONDITIONS])
     verdict = COUNTEREXAMPLE if broken else UNKNOWN if unknown else PROVED
     return Proof(verdict, claim, tuple(paths), seconds, unknown, broken, conditions, intervals, choices, whole, exact)
+
+
+def inside_first(path: PathResult, intervals: Sequence[Interval]) -> tuple[bool, bool]:
+    """Sort key: paths with an inside (a float witness, not on a boundary) first, the regions a reader can try with
+    `simulate`; their conditions are the ones worth reading."""
+    return not float_witness(path), _thin(path, intervals)
 
 
 def _thin(path: PathResult, intervals: Sequence[Interval]) -> bool:
