@@ -6,6 +6,7 @@ directory on `sys.path`).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import sys
@@ -34,19 +35,25 @@ def missing_modules(names) -> list[str]:
     return missing
 
 
-def leftover_processes(work_dir: Path) -> list[str]:
-    """Live processes whose command line mentions `work_dir` (pods, agents, workers of a real run)."""
+NUL = b"\0"
+
+
+def leftover_processes(directory: Path) -> list[str]:
+    """Live processes (this one apart) whose command line or environment mentions `directory`: pods, agents,
+    workers of a real run in it, or with it as their TMPDIR."""
+    needle = str(directory).encode()
     found = []
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
             continue
         try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            status = (proc / "status").read_text()
+            if "State:\tZ" in (proc / "status").read_text():
+                continue
+            cmdline = (proc / "cmdline").read_bytes()
+            if needle in cmdline or needle in (proc / "environ").read_bytes():
+                found.append(f"{proc.name}: {cmdline.replace(NUL, b' ').decode(errors='replace')[:120]}")
         except OSError:
             continue
-        if str(work_dir) in cmdline and "State:\tZ" not in status:
-            found.append(f"{proc.name}: {cmdline[:120]}")
     return found
 
 
@@ -105,31 +112,76 @@ def no_pod_outlives_a_real_test(request):
     assert left == [], f"processes outlived {request.node.name}: {left}"
 
 
+@dataclasses.dataclass(frozen=True)
+class RealRun:
+    """One `aggsim run-local SCENARIO --plugin P --json` run, as a user runs it, with a TMPDIR of its own."""
+
+    command: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    tmpdir: Path
+
+    @property
+    def execution(self):
+        """The real run's `aggsim.v1.Execution`, from the command's JSON."""
+        import json
+
+        from google.protobuf import json_format
+
+        from aggregation.proto.aggsim.v1 import scenario_pb2
+
+        try:
+            real = json.loads(self.stdout)["real"]
+        except (ValueError, KeyError):
+            raise AssertionError(f"{' '.join(self.command)} printed no record:\n{self.stderr[-3000:]}") from None
+        return json_format.ParseDict(real, scenario_pb2.Execution())
+
+
 class RealRuns:
-    """Real runs of shipped scenarios, each made once per session and shared: the conformance tests read a
-    scenario's first run, the distribution test its first few (`tests/test_distribution_real.py`)."""
+    """Real runs of shipped scenarios, each made once per session with the CLI and shared: the conformance tests
+    read a scenario's first run, the distribution test its first few (`tests/test_distribution_real.py`), and the
+    docs test a documented `aggsim run-local SCENARIO --plugin P` line. Every run is checked to leave no process
+    behind, and, when it agrees with the simulator, nothing in its TMPDIR (a run that disagrees keeps its files
+    there as evidence)."""
 
     def __init__(self, base: Path) -> None:
         self.base = base
-        self.runs: dict[tuple[str, str, int], object] = {}
+        self.runs: dict[tuple[str, str, int], RealRun] = {}
 
-    def get(self, scenario: str, plugin: str, index: int = 0):
-        """The `index`-th real run of `scenario` with `plugin`, as an `aggsim.v1.Execution`."""
+    def run(self, scenario: str, plugin: str, index: int = 0) -> RealRun:
+        """The `index`-th real run of the shipped `scenario` with `plugin`."""
+        import signal
+        import subprocess
         import tempfile
-
-        from aggregation.record import execution_to_proto
-        from aggregation.scenario import load_scenario
-        from localjob.runner import run_local
 
         key = (scenario, plugin, index)
         if key not in self.runs:
-            # a directory of its own for every try: a run that raised leaves its files as evidence, not as input
-            work_dir = Path(tempfile.mkdtemp(prefix=f"{scenario}-{plugin}-{index}-", dir=self.base))
-            spec = load_scenario(str(SCENARIOS / f"{scenario}.textproto"), plugin)
-            real = execution_to_proto(run_local(spec, work_dir))
-            assert leftover_processes(work_dir) == [], f"a pod, agent or worker outlived the run in {work_dir}"
-            self.runs[key] = real
+            tmpdir = Path(tempfile.mkdtemp(prefix=f"{scenario}-{plugin}-{index}-", dir=self.base))
+            command = (AGGSIM, "run-local", str(SCENARIOS / f"{scenario}.textproto"), "--plugin", plugin, "--json")
+            process = subprocess.Popen(
+                command,
+                env={**os.environ, "TMPDIR": str(tmpdir)},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+            try:
+                stdout, stderr = process.communicate(timeout=540)
+            finally:
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.communicate()
+            assert leftover_processes(tmpdir) == [], f"a pod, agent or worker outlived the run in {tmpdir}"
+            if process.returncode == 0:
+                assert list(tmpdir.iterdir()) == [], f"a run that agreed left files in {tmpdir}"
+            self.runs[key] = RealRun(command, process.returncode, stdout, stderr, tmpdir)
         return self.runs[key]
+
+    def get(self, scenario: str, plugin: str, index: int = 0):
+        """The `index`-th real run of `scenario` with `plugin`, as an `aggsim.v1.Execution`."""
+        return self.run(scenario, plugin, index).execution
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """Every `$ aggsim ...` command shown in README.md and docs/ runs, from the repository root, as documented.
 
 A command exits 0 unless its line says `# exits 1` (or `# a race: exits 0 or 1`). Commands that start real pods
-run in `make test-real`.
+run in `make test-real`; a `run-local SCENARIO --plugin P` line is the session's shared run of that command (made
+with `--json` by `conftest.RealRuns`, for the conformance tests too), not a second one.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ import re
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from conftest import AGGSIM, ROOT, missing_modules  # noqa: E402
+from conftest import AGGSIM, ROOT, SCENARIOS, missing_modules  # noqa: E402
 
 SLOW = ("run-local", "demo --real", "calibrate")
 
@@ -41,15 +43,30 @@ def documented_commands():
 COMMANDS = documented_commands()
 
 
+def _shared_real_run(args: list[str]):
+    """(scenario, plugin) when `args` are `run-local SCENARIO --plugin P` for a shipped scenario, by name or path:
+    a run the conformance tests make anyway (`conftest.RealRuns`), so the docs test reads it instead of another."""
+    if len(args) != 4 or args[0] != "run-local" or args[2] != "--plugin":
+        return None
+    name = Path(args[1]).name.removesuffix(".textproto")
+    if args[1] not in (name, f"scenarios/{name}.textproto") or not (SCENARIOS / f"{name}.textproto").is_file():
+        return None
+    return name, args[3]
+
+
 def test_the_docs_show_commands():
     assert len(COMMANDS) >= 12
 
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("command, expected", COMMANDS)
-def test_documented_command_runs(command, expected):
+def test_documented_command_runs(command, expected, request):
     args = shlex.split(command)
-    result = subprocess.run([AGGSIM, *args[1:]], cwd=ROOT, capture_output=True, text=True, timeout=580)
+    shared = _shared_real_run(args[1:])
+    if shared is not None:  # the same command's run, made once per session (it adds --json, which we ignore)
+        result = request.getfixturevalue("real_runs").run(*shared)
+    else:
+        result = subprocess.run([AGGSIM, *args[1:]], cwd=ROOT, capture_output=True, text=True, timeout=580)
     assert result.returncode in expected, f"{command}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
     assert "Traceback" not in result.stderr
 

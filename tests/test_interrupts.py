@@ -14,30 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import AGGSIM, SCENARIOS
+from conftest import AGGSIM, SCENARIOS, leftover_processes
 
 pytestmark = [pytest.mark.plugin, pytest.mark.real, pytest.mark.timeout(240)]
 
 PREEMPTION = str(SCENARIOS / "preemption_during_training.textproto")
 START_TIMEOUT = 120
-
-
-def processes_of(tmpdir: Path) -> list[str]:
-    """Live processes whose command line or environment mentions `tmpdir` (pods, agents, spawned workers)."""
-    needle = str(tmpdir).encode()
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            status = (proc / "status").read_text()
-            if "State:\tZ" in status:
-                continue
-            if needle in (proc / "cmdline").read_bytes() or needle in (proc / "environ").read_bytes():
-                found.append(f"{proc.name}: {(proc / 'cmdline').read_bytes()[:100]!r}")
-        except OSError:
-            continue
-    return found
 
 
 def start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
@@ -80,7 +62,7 @@ def interrupt_and_check(process: subprocess.Popen, tmpdir: Path, sig: signal.Sig
         lines = err.strip().splitlines()
         assert lines and lines[-1] == f"aggsim: interrupted ({sig.name}); every process it started is stopped", err
         assert "Traceback" not in err
-        assert processes_of(tmpdir) == []
+        assert leftover_processes(tmpdir) == []
         assert list(tmpdir.iterdir()) == []
     finally:
         if process.poll() is None:
@@ -119,15 +101,10 @@ def test_demo_real_interrupted(tmp_path, moment):
 
 
 @pytest.mark.slow
-def test_a_clean_run_leaves_no_process_and_nothing_in_tmpdir(tmp_path):
-    """A run that agrees removes its dir; the pods' torch elastic and flytekit temp files lived inside it."""
-    process, tmpdir = start(tmp_path, "run-local", str(SCENARIOS / "sibling_user_error_cleanup.textproto"))
-    try:
-        out, err = process.communicate(timeout=200)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-    assert process.returncode == 0, err[-2000:]
-    assert processes_of(tmpdir) == []
-    assert list(tmpdir.iterdir()) == []
+def test_a_clean_run_leaves_no_process_and_nothing_in_tmpdir(real_runs):
+    """A run that agrees removes its dir; the pods' torch elastic and flytekit temp files lived inside it (the
+    session's shared run of the scenario, `conftest.RealRuns`, made with a TMPDIR of its own)."""
+    run = real_runs.run("sibling_user_error_cleanup", "recoverable")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert leftover_processes(run.tmpdir) == []
+    assert list(run.tmpdir.iterdir()) == []

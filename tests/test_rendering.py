@@ -28,9 +28,12 @@ def long_names_scenario(tmp_path):
     return path
 
 
+def columns_env(columns: int) -> dict:
+    return {**os.environ, "COLUMNS": str(columns)}
+
+
 def aggsim(*args, columns: int):
-    env = {**os.environ, "COLUMNS": str(columns)}
-    result = subprocess.run([AGGSIM, *args], capture_output=True, text=True, env=env, timeout=120)
+    result = subprocess.run([AGGSIM, *args], capture_output=True, text=True, env=columns_env(columns), timeout=120)
     assert result.returncode in (0, 1), result.stderr
     return result.stdout
 
@@ -66,9 +69,35 @@ def test_long_pod_names_and_a_scenario_name_with_markup_are_shown_as_written(tmp
     assert "USER:RuntimeError" in text and "…" not in text
 
 
-@pytest.mark.parametrize("columns", [80, 200])
-def test_sweep_and_demo_tables_keep_every_header_and_count_whole(columns):
-    demo = aggsim("demo", columns=columns)
+DEMO_COLUMNS = (80, 200)
+
+
+@pytest.fixture(scope="module")
+def demo_at_each_width():
+    """`aggsim demo` at each width, the runs side by side (each is half a minute of one core's simulations)."""
+    processes = {
+        columns: subprocess.Popen(
+            [AGGSIM, "demo"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=columns_env(columns)
+        )
+        for columns in DEMO_COLUMNS
+    }
+    out = {}
+    try:
+        for columns, process in processes.items():
+            stdout, stderr = process.communicate(timeout=240)
+            assert process.returncode == 0, stderr
+            out[columns] = stdout
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    return out
+
+
+@pytest.mark.parametrize("columns", DEMO_COLUMNS)
+def test_sweep_and_demo_tables_keep_every_header_and_count_whole(columns, demo_at_each_width):
+    demo = demo_at_each_width[columns]
     sweep = aggsim("sweep", "preemption_during_training", "--vary", "timings.upload_seconds=0.05,3", columns=columns)
     for text in (demo, sweep):
         assert "…" not in text
