@@ -5,7 +5,10 @@ agent's monitor polls, nanosecond stamps): exact, and unreadable. Here each inte
 it takes on the path (`aggregation.pieces`), so the condition becomes a union of pieces, each a conjunction of
 linear bounds on the fields; a bound the box and the others imply is dropped (z3 over the reals), bounds on one
 expression become one range (`30.95 <= signal + shutdown < 31`), and pieces that differ only in one range that
-they continue are joined (a floor's consecutive values are one interval). Where a nanosecond stamp was relaxed,
+they continue are joined (a floor's consecutive values are one interval), and pieces that are one piece moved by
+a constant in some ranges (the agent's next monitor poll, 5 s later; torch's next whole second) read as one
+family, `for n = 0 or 5: ... > 32 + n`, checked with z3 to be the same set as its pieces. Where a nanosecond
+stamp was relaxed,
 the text says the bounds are exact to a nanosecond. A path split into too many pieces keeps the prover's exact
 form (`prove.minimal_condition`).
 """
@@ -127,6 +130,102 @@ def _joined(a: dict, b: dict) -> Optional[dict]:
     return {**a, d: (low, ls, *top)}
 
 
+def _moved(bounds: Bounds, shift: Fraction) -> Bounds:
+    low, low_strict, high, high_strict = bounds
+    return (None if low is None else low + shift, low_strict, None if high is None else high + shift, high_strict)
+
+
+def _shift_between(seed: dict, piece: dict) -> Optional[tuple[Fraction, frozenset, dict]]:
+    """`piece` as `seed` moved by one positive constant in some ranges: (the constant, the moved directions, the
+    family's ranges at n = 0). A range only one of them states is taken as moved (the other's piece and the box
+    imply it there: `same_region` checks); None when the ranges they share move by different constants."""
+    shifts, moved = set(), set()
+    for direction in seed.keys() & piece.keys():
+        a, b = seed[direction], piece[direction]
+        if a == b:
+            continue
+        if (a[0] is None) != (b[0] is None) or (a[2] is None) != (b[2] is None) or (a[1], a[3]) != (b[1], b[3]):
+            return None
+        shifts |= {b[i] - a[i] for i in (0, 2) if a[i] is not None}
+        moved.add(direction)
+    if len(shifts) != 1:
+        return None
+    (shift,) = shifts
+    if shift <= 0:
+        return None
+    base = dict(seed)
+    for direction in piece.keys() - seed.keys():
+        base[direction] = _moved(piece[direction], -shift)
+    moved |= seed.keys() ^ piece.keys()
+    return shift, frozenset(moved), base
+
+
+def _member(base: dict, moved: frozenset, n: Fraction) -> dict:
+    return {d: _moved(b, n) if d in moved else b for d, b in base.items()}
+
+
+def same_region(solver: Solver, member: dict, piece: dict) -> bool:
+    """Whether `member` and `piece` are the same set within the box (z3 over the reals, both ways)."""
+    z3 = solver.z3
+
+    def formulas(ranges: dict) -> list:
+        return [f for d, b in ranges.items() for f in _formulas(solver, d, b)]
+
+    for inside, outside in ((member, piece), (piece, member)):
+        solver.solver.push()
+        solver.solver.add(*formulas(inside), z3.Not(z3.And(formulas(outside))))
+        same = solver.solver.check() == z3.unsat
+        solver.solver.pop()
+        if not same:
+            return False
+    return True
+
+
+Family = tuple  # (ranges at n = 0, directions moved by n, the values of n, ascending from 0)
+
+
+def _relative(seed: dict, piece: dict) -> Optional[tuple[Fraction, frozenset, dict]]:
+    """`_shift_between` either way round: the constant may be negative, the ranges are the seed's frame."""
+    forward = _shift_between(seed, piece)
+    if forward is not None:
+        return forward
+    backward = _shift_between(piece, seed)
+    if backward is None:
+        return None
+    shift, moved, base = backward  # base is the piece's frame: the seed is it moved by `shift`
+    return -shift, moved, _member(base, moved, shift)
+
+
+def families(solver: Solver, pieces: Sequence[dict]) -> list[Family]:
+    """The pieces, in their order, as families: each the first piece left and every later one that is it moved
+    by a constant in the same ranges (each member checked to be its piece, `same_region`)."""
+    left, found = list(pieces), []
+    while left:
+        seed = left.pop(0)
+        base, moved, shifts = seed, frozenset(), [Fraction(0)]
+        for piece in list(left):
+            relative = _relative(seed, piece)
+            if relative is None:
+                continue
+            shift, piece_moved, piece_base = relative
+            if len(shifts) > 1 and (piece_moved, piece_base) != (moved, base):
+                continue
+            if len(shifts) == 1 and not same_region(solver, piece_base, seed):
+                continue
+            if same_region(solver, _member(piece_base, piece_moved, shift), piece):
+                base, moved, shifts = piece_base, piece_moved, [*shifts, shift]
+                left.remove(piece)
+        low = min(shifts)
+        found.append((_member(base, moved, low), moved, sorted(n - low for n in shifts)))
+    return found
+
+
+def family_pieces(family: Family) -> list[dict]:
+    """A family's pieces, one per value of n."""
+    base, moved, shifts = family
+    return [_member(base, moved, n) for n in shifts]
+
+
 def _number(value: Fraction) -> str:
     """A short decimal where one is within float noise (the scenario's 0.05 is a binary float; sums of them
     carry its error), else a small fraction, else about 9 digits marked ~."""
@@ -171,18 +270,25 @@ def _expression(direction: Direction, names: dict) -> str:
     return text
 
 
-def _range_text(direction: Direction, bounds: Bounds, names: dict) -> str:
+def _range_text(direction: Direction, bounds: Bounds, names: dict, moved: bool = False) -> str:
     expression = _expression(direction, names)
     low, low_strict, high, high_strict = bounds
+
+    def number(value: Fraction) -> str:
+        return f"{_number(value)} + n" if moved else _number(value)
+
     if low is not None and high is not None:
         if low == high:
-            return f"{expression} = {_number(low)}"
-        return (
-            f"{_number(low)} {'<' if low_strict else '<='} {expression} {'<' if high_strict else '<='} {_number(high)}"
-        )
+            return f"{expression} = {number(low)}"
+        return f"{number(low)} {'<' if low_strict else '<='} {expression} {'<' if high_strict else '<='} {number(high)}"
     if low is not None:
-        return f"{expression} {'>' if low_strict else '>='} {_number(low)}"
-    return f"{expression} {'<' if high_strict else '<='} {_number(high)}"
+        return f"{expression} {'>' if low_strict else '>='} {number(low)}"
+    return f"{expression} {'<' if high_strict else '<='} {number(high)}"
+
+
+def _values_text(values: Sequence[Fraction]) -> str:
+    texts = [_number(v) for v in values]
+    return texts[0] if len(texts) == 1 else f"{', '.join(texts[:-1])} or {texts[-1]}"
 
 
 def condition_pieces(path: PathResult, intervals: Sequence[Interval]) -> "tuple[list[dict], bool] | None":
@@ -236,9 +342,10 @@ def by_field(order: dict):
 
 
 def readable_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple[str, ...]:
-    """The path's condition, one line per piece (the pieces are alternatives: `or`), each a conjunction (`and`)
-    of ranges of the fields (by their `short_names`); the choices (which pod) lead every line. The piece holding
-    the path's witness comes first; lines in parentheses are notes, not pieces."""
+    """The path's condition, one line per family of pieces (the lines are alternatives: `or`), each a conjunction
+    (`and`) of ranges of the fields (by their `short_names`), led by the choices (which pod) and, for a family of
+    more than one piece, the values its `n` takes. The line holding the path's witness comes first; lines in
+    parentheses are notes, not pieces."""
     names = short_names([i.field for i in intervals])
     order = {interval.field: index for index, interval in enumerate(intervals)}
     choices = " and ".join(f"{name} = {value}" for name, value in path.choices)
@@ -247,15 +354,25 @@ def readable_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple
         exact = tuple(render_constraint(c) for c in minimal_condition(path, intervals))
         return tuple(filter(None, (choices, *exact))) or ("anywhere in the box",)
     simplified, relaxed = found
+    grouped = families(Solver(intervals, 60_000), simplified)
     lines = []
-    for ranges in simplified[:SHOWN_PIECES]:
-        texts = [_range_text(d, b, names) for d, b in sorted(ranges.items(), key=by_field(order))]
-        lines.append(" and ".join(filter(None, (choices, *texts))) or "anywhere in the box")
-    if len(simplified) > SHOWN_PIECES:
-        lines.append(f"({len(simplified) - SHOWN_PIECES:,} more pieces: --json has the exact condition)")
+    for base, moved, shifts in grouped[:SHOWN_PIECES]:
+        texts = [_range_text(d, b, names, d in moved) for d, b in sorted(base.items(), key=by_field(order))]
+        line = " and ".join(filter(None, (choices, *texts))) or "anywhere in the box"
+        lines.append(f"for n = {_values_text(shifts)}: {line}" if len(shifts) > 1 else line)
+    if len(grouped) > SHOWN_PIECES:
+        lines.append(f"({len(grouped) - SHOWN_PIECES:,} more lines: --json has the exact condition)")
     if relaxed:
         lines.append("(bounds through nanosecond stamps exact to a nanosecond)")
     return tuple(lines[:1] + [f"or {line}" if not line.startswith("(") else line for line in lines[1:]])
 
 
-__all__ = ["condition_pieces", "piece_holds", "readable_condition", "short_names"]
+__all__ = [
+    "condition_pieces",
+    "families",
+    "family_pieces",
+    "piece_holds",
+    "readable_condition",
+    "same_region",
+    "short_names",
+]

@@ -121,7 +121,7 @@ TABLE_CASES = (
 )
 TABLE_PLUGINS = ("upstream", "seed-pr", "recoverable")
 #: a condition longer than this (the agent's monitor-poll arithmetic makes long ones) is left to `--json`
-TABLE_CONDITION_CHARS = 320
+TABLE_CONDITION_CHARS = 400
 
 
 def table_rows():

@@ -236,7 +236,7 @@ def test_a_readable_condition_holds_exactly_where_its_path_is_taken(case) -> Non
     floats do not hit); the text names no integer part, and the witness's piece comes first."""
     import random
 
-    from aggregation.conditions import condition_pieces, piece_holds
+    from aggregation.conditions import condition_pieces, families, family_pieces, piece_holds
 
     proof = _cached(case)
     rng = random.Random(20261202)
@@ -247,10 +247,13 @@ def test_a_readable_condition_holds_exactly_where_its_path_is_taken(case) -> Non
         assert found is not None
         pieces, _ = found
         assert piece_holds(pieces[0], path.witness)
+        # the lines people read: families of pieces (`for n = 0 or 5: ... + n`), each value of n one piece
+        read = [p for f in families(P.Solver(proof.intervals, 60_000), pieces) for p in family_pieces(f)]
         for _ in range(300):
             point = {i.field: Fraction(rng.uniform(float(i.low), float(i.high))) for i in proof.intervals}
             recorded = all(holds(c, point) for c in path.constraints)
             assert any(piece_holds(piece, point) for piece in pieces) == recorded, P.point_text(point)
+            assert any(piece_holds(piece, point) for piece in read) == recorded, P.point_text(point)
             checked += recorded
     assert checked, "no random point fell where a counterexample is taken: the check above compared nothing"
 
@@ -264,6 +267,28 @@ def test_a_readable_condition_reads_as_ranges_of_short_field_names() -> None:
     assert ("clock_offset_seconds < 0 and -0.7 <= upload_seconds - observation_delay_seconds < 0",) in texts
     assert ("clock_offset_seconds < 0 and upload_seconds - observation_delay_seconds < -0.7",) in texts
     assert proof.exact_conditions[0]  # the recorded form, for --json
+
+
+def test_pieces_one_monitor_interval_apart_read_as_one_family() -> None:
+    """torch 2.13 `SimpleElasticAgent._invoke_run` looks at its workers every `monitor_interval` (5 s here) and
+    `_get_error_timestamp`-style whole seconds truncate the stamp: the same race recurs one look later, so a
+    condition repeats with every bound 5 s on. Those pieces read as one line, `for n = 0 or 5: ... + n`, and the
+    family is the same set as its pieces (z3, `conditions.same_region`), not a summary of them."""
+    from aggregation.conditions import condition_pieces, families, family_pieces, same_region
+
+    proof = _cached(EXACTNESS_CASES[1])  # upstream, aggregation off: the silent success recurs a look later
+    lines = [line for condition in proof.conditions for line in condition]
+    family_lines = [line for line in lines if line.startswith(("for n = 0 or 5: ", "or for n = 0 or 5: "))]
+    assert family_lines and all("+ n" in line for line in family_lines)
+    path = proof.counterexamples[0]
+    pieces, _ = condition_pieces(path, proof.intervals)
+    solver = P.Solver(proof.intervals, 60_000)
+    grouped = families(solver, pieces)
+    assert len(grouped) < len(pieces) == sum(len(f[2]) for f in grouped)
+    family = next(f for f in grouped if len(f[2]) > 1)
+    assert family[2] == [0, 5] and family[1]
+    for member in family_pieces(family):  # n = 0 and n = 5 are each one of the pieces, within the box
+        assert sum(same_region(solver, member, piece) for piece in pieces) == 1
 
 
 # --- the command -------------------------------------------------------------------------------------------
