@@ -8,9 +8,8 @@ expression become one range (`30.95 <= signal + shutdown < 31`), and pieces that
 they continue are joined (a floor's consecutive values are one interval), and pieces that are one piece moved by
 a constant in some ranges (the agent's next monitor poll, 5 s later; torch's next whole second) read as one
 family, `for n = 0 or 5: ... > 32 + n`, checked with z3 to be the same set as its pieces. Where a nanosecond
-stamp was relaxed,
-the text says the bounds are exact to a nanosecond. A path split into too many pieces keeps the prover's exact
-form (`prove.minimal_condition`).
+stamp was relaxed, the text says the bounds are exact to a nanosecond. A path split into too many pieces keeps
+the prover's exact form (`prove.minimal_condition`).
 """
 
 from __future__ import annotations
@@ -74,9 +73,22 @@ def _formulas(solver: Solver, direction: Direction, bounds: Bounds) -> list:
     return out
 
 
+def _piece_formulas(solver: Solver, ranges: dict) -> list:
+    return [f for d, b in ranges.items() for f in _formulas(solver, d, b)]
+
+
+def _implies(solver: Solver, premises: list, conclusions: list) -> bool:
+    """Whether the box and `premises` imply every one of `conclusions` (z3 over the reals)."""
+    z3 = solver.z3
+    solver.solver.push()
+    solver.solver.add(*premises, z3.Not(z3.And(conclusions)))
+    implied = solver.solver.check() == z3.unsat
+    solver.solver.pop()
+    return implied
+
+
 def _without_implied(solver: Solver, ranges: dict[Direction, Bounds]) -> dict[Direction, Bounds]:
     """Drop each bound the box and the remaining bounds imply."""
-    z3 = solver.z3
     kept = dict(ranges)
     for direction in list(kept):
         for side in (0, 2):
@@ -85,14 +97,8 @@ def _without_implied(solver: Solver, ranges: dict[Direction, Bounds]) -> dict[Di
                 continue
             low_only, high_only = (bounds[0], bounds[1], None, False), (None, False, bounds[2], bounds[3])
             candidate, without = (low_only, high_only) if side == 0 else (high_only, low_only)
-            rest = [f for d, b in kept.items() if d != direction for f in _formulas(solver, d, b)]
-            rest += _formulas(solver, direction, without)
-            (dropped,) = _formulas(solver, direction, candidate)
-            solver.solver.push()
-            solver.solver.add(*rest, z3.Not(dropped))
-            implied = solver.solver.check() == z3.unsat
-            solver.solver.pop()
-            if implied:
+            rest = _piece_formulas(solver, {**kept, direction: without})
+            if _implies(solver, rest, _formulas(solver, direction, candidate)):
                 kept[direction] = without
         if kept[direction][0] is None and kept[direction][2] is None:
             del kept[direction]
@@ -165,20 +171,9 @@ def _member(base: dict, moved: frozenset, n: Fraction) -> dict:
 
 
 def same_region(solver: Solver, member: dict, piece: dict) -> bool:
-    """Whether `member` and `piece` are the same set within the box (z3 over the reals, both ways)."""
-    z3 = solver.z3
-
-    def formulas(ranges: dict) -> list:
-        return [f for d, b in ranges.items() for f in _formulas(solver, d, b)]
-
-    for inside, outside in ((member, piece), (piece, member)):
-        solver.solver.push()
-        solver.solver.add(*formulas(inside), z3.Not(z3.And(formulas(outside))))
-        same = solver.solver.check() == z3.unsat
-        solver.solver.pop()
-        if not same:
-            return False
-    return True
+    """Whether `member` and `piece` are the same set within the box (each implies the other)."""
+    member_formulas, piece_formulas = _piece_formulas(solver, member), _piece_formulas(solver, piece)
+    return _implies(solver, member_formulas, piece_formulas) and _implies(solver, piece_formulas, member_formulas)
 
 
 Family = tuple  # (ranges at n = 0, directions moved by n, the values of n, ascending from 0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -112,6 +113,19 @@ def no_pod_outlives_a_real_test(request):
     assert left == [], f"processes outlived {request.node.name}: {left}"
 
 
+def start_aggsim(tmpdir: Path, *args: str) -> subprocess.Popen:
+    """`aggsim ARGS` with `tmpdir` as its TMPDIR, in a session of its own (so its whole process group, the pods
+    included, can be signalled or killed), its output captured as text."""
+    return subprocess.Popen(
+        [AGGSIM, *args],
+        env={**os.environ, "TMPDIR": str(tmpdir)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class RealRun:
     """One `aggsim run-local SCENARIO --plugin P --json` run, as a user runs it, with a TMPDIR of its own."""
@@ -152,21 +166,13 @@ class RealRuns:
     def run(self, scenario: str, plugin: str, index: int = 0) -> RealRun:
         """The `index`-th real run of the shipped `scenario` with `plugin`."""
         import signal
-        import subprocess
         import tempfile
 
         key = (scenario, plugin, index)
         if key not in self.runs:
             tmpdir = Path(tempfile.mkdtemp(prefix=f"{scenario}-{plugin}-{index}-", dir=self.base))
-            command = (AGGSIM, "run-local", str(SCENARIOS / f"{scenario}.textproto"), "--plugin", plugin, "--json")
-            process = subprocess.Popen(
-                command,
-                env={**os.environ, "TMPDIR": str(tmpdir)},
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                start_new_session=True,
-            )
+            args = ("run-local", str(SCENARIOS / f"{scenario}.textproto"), "--plugin", plugin, "--json")
+            process = start_aggsim(tmpdir, *args)
             try:
                 stdout, stderr = process.communicate(timeout=540)
             finally:
@@ -176,7 +182,7 @@ class RealRuns:
             assert leftover_processes(tmpdir) == [], f"a pod, agent or worker outlived the run in {tmpdir}"
             if process.returncode == 0:
                 assert list(tmpdir.iterdir()) == [], f"a run that agreed left files in {tmpdir}"
-            self.runs[key] = RealRun(command, process.returncode, stdout, stderr, tmpdir)
+            self.runs[key] = RealRun((AGGSIM, *args), process.returncode, stdout, stderr, tmpdir)
         return self.runs[key]
 
     def get(self, scenario: str, plugin: str, index: int = 0):

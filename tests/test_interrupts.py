@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import AGGSIM, SCENARIOS, leftover_processes
+from conftest import SCENARIOS, leftover_processes, start_aggsim
 
 pytestmark = [pytest.mark.plugin, pytest.mark.real, pytest.mark.timeout(240)]
 
@@ -25,11 +25,7 @@ START_TIMEOUT = 120
 def start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
     tmpdir = tmp_path / "T"
     tmpdir.mkdir()
-    env = {**os.environ, "TMPDIR": str(tmpdir)}
-    process = subprocess.Popen(
-        [AGGSIM, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    return process, tmpdir
+    return start_aggsim(tmpdir, *args), tmpdir
 
 
 def _present(tmpdir: Path, pattern: str) -> bool:

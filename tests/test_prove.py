@@ -270,10 +270,10 @@ def test_a_readable_condition_reads_as_ranges_of_short_field_names() -> None:
 
 
 def test_pieces_one_monitor_interval_apart_read_as_one_family() -> None:
-    """torch 2.13 `SimpleElasticAgent._invoke_run` looks at its workers every `monitor_interval` (5 s here) and
-    `_get_error_timestamp`-style whole seconds truncate the stamp: the same race recurs one look later, so a
-    condition repeats with every bound 5 s on. Those pieces read as one line, `for n = 0 or 5: ... + n`, and the
-    family is the same set as its pieces (z3, `conditions.same_region`), not a summary of them."""
+    """torch 2.13 `SimpleElasticAgent._invoke_run` looks at its workers every `monitor_interval` (5 s here): the
+    same race recurs one look later, so a condition repeats with every bound 5 s on. Those pieces read as one
+    line, `for n = 0 or 5: ... + n`, and the family is the same set as its pieces (z3, `conditions.same_region`),
+    not a summary of them."""
     from aggregation.conditions import condition_pieces, families, family_pieces, same_region
 
     proof = _cached(EXACTNESS_CASES[1])  # upstream, aggregation off: the silent success recurs a look later
