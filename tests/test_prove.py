@@ -222,10 +222,57 @@ def test_random_points_fall_in_exactly_one_path_that_the_plain_simulator_agrees_
         covering = [p for p in proof.paths if p.choices == choices and all(holds(c, point) for c in p.constraints)]
         assert len(covering) == 1, f"{len(covering)} paths cover {P.point_text(point)}"
         path = covering[0]
-        execution = P.replay(proof.problem.with_choices(choices), point)
-        assert P.behaviour_of(execution) == path.behaviour, P.point_text(point)
+        behaviour = P.behaviour_of(P.replay(proof.problem.with_choices(choices), point))
+        if behaviour != path.behaviour:  # only a float sum rounded across a boundary may disagree
+            assert _within_rounding_of(proof, choices, point, behaviour), P.point_text(point)
 
     check()
+
+
+#: how far a float sum of the box's fields can land from the exact one: a few ulps of a number below 2**10, with
+#: room to spare (the real pods and the plain simulator add in floats; the prover adds exactly)
+ROUNDING = Fraction(1, 10**9)
+
+
+def _within_rounding_of(proof, choices, point: dict, behaviour) -> bool:
+    """Whether a path with `behaviour` (the plain simulator's, in floats) is taken within `ROUNDING` (relative,
+    at least absolute) of `point`: a point that close to a boundary may fall on either side in floats."""
+    near = [
+        P.Interval(i.field, max(i.low, x - ROUNDING * max(1, abs(x))), min(i.high, x + ROUNDING * max(1, abs(x))))
+        for i in proof.intervals
+        for x in [point[i.field]]
+    ]
+    solver = P.Solver(near, 60_000)
+    candidates = [p for p in proof.paths if p.choices == choices and p.behaviour == behaviour]
+    return any(isinstance(solver.point_in(p.constraints, None), dict) for p in candidates)
+
+
+def test_a_float_sum_rounded_across_a_boundary_is_the_only_disagreement_allowed() -> None:
+    """Exact over the reals, the plain simulator in floats: at a signal at 30 s and a 0.95 s shutdown, `30 + 0.95`
+    in floats is 3/2**52 below the exact sum of the two floats, which lies on the boundary where a whole-second
+    stamp of seed-pr's race, `floor(at + shutdown + 0.05)`, turns from 30 to 31 (torch `errors/error_handler.py`
+    stamps with `int(time.time())`; 0.05 s is the peer's broken collective).
+    Exactly, the point takes the FAILED_PERMANENTLY path; in floats it is retried, as on the real pods. The
+    exactness test accepts that disagreement only because a retrying path lies within a nanosecond; a point a
+    millisecond off the boundary is not excused."""
+    proof = _cached(EXACTNESS_CASES[0])
+    choices = ()
+    on_boundary = {
+        SIGNAL_AT: Fraction(30),
+        "timings.agent_shutdown_seconds": Fraction(0.95),
+        "timings.upload_seconds": Fraction(1),
+        "propeller.observation_delay_seconds": Fraction(7),
+    }
+    assert Fraction(30.0 + 0.95) != Fraction(30) + Fraction(0.95)
+    exact = [p for p in proof.paths if all(holds(c, on_boundary) for c in p.constraints)]
+    assert len(exact) == 1
+    in_floats = P.behaviour_of(P.replay(proof.problem, on_boundary))
+    assert in_floats != exact[0].behaviour
+    assert _within_rounding_of(proof, choices, on_boundary, in_floats)
+    off_boundary = {**on_boundary, "timings.agent_shutdown_seconds": Fraction(0.949)}
+    taken = [p for p in proof.paths if all(holds(c, off_boundary) for c in p.constraints)]
+    assert taken[0].behaviour == exact[0].behaviour
+    assert not _within_rounding_of(proof, choices, off_boundary, in_floats)
 
 
 @pytest.mark.parametrize("case", EXACTNESS_CASES, ids=lambda c: f"{c[0]}-{c[3]}-{c[4]}")
