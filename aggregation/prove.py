@@ -14,10 +14,11 @@ value.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 from google.protobuf.descriptor import FieldDescriptor
 
@@ -397,15 +398,31 @@ def _readable_point(
     current = dict(point)
     for name in point:  # one field at a time, each with as few decimals as the region allows
         low, high = bounds[name]
-        for digits in range(0, 10):
-            candidate = {**current, name: Fraction(round(float(point[name]), digits))}
+        for candidate_value in _short_decimals_near(float(point[name])):
+            candidate = {**current, name: candidate_value}
             memo: dict = {}
-            if low <= candidate[name] <= high and all(kept(i, candidate, memo) for i in mentioning[name]):
+            if low <= candidate_value <= high and all(kept(i, candidate, memo) for i in mentioning[name]):
                 current = candidate
                 break
     as_float = {name: Fraction(float(v)) for name, v in current.items()}
     in_box = all(bounds[n][0] <= v <= bounds[n][1] for n, v in as_float.items())
     return as_float if in_box and _in_region(as_float, prefix, negated) else current
+
+
+def _short(point: dict) -> bool:
+    """Whether every field's value has at most 6 decimals (what a person reads, and types into a scenario)."""
+    return all(Fraction(round(float(v), 6)) == v for v in point.values())
+
+
+def _short_decimals_near(value: float) -> Iterator[Fraction]:
+    """Floats with 0, 1, ... 9 decimals within one last digit of `value`: the rounding, then the decimal a last
+    digit past it on `value`'s side. z3 puts a point on its region's edge: where a strict bound is a short decimal
+    the rounding lands just outside, and the decimal on the inside is as short (0.1, not 0.19999999999999998)."""
+    for digits in range(0, 10):
+        rounded = round(value, digits)
+        yield Fraction(rounded)
+        if rounded != value:
+            yield Fraction(round(rounded + math.copysign(10.0**-digits, value - rounded), digits))
 
 
 def _combinations(choices: Sequence[Choice]) -> list[tuple]:
@@ -500,10 +517,11 @@ def prove(
     return Proof(verdict, claim, tuple(paths), seconds, unknown, broken, conditions, intervals, choices, whole, exact)
 
 
-def inside_first(path: PathResult, intervals: Sequence[Interval]) -> tuple[bool, bool]:
+def inside_first(path: PathResult, intervals: Sequence[Interval]) -> tuple[bool, bool, bool]:
     """Sort key: paths with an inside (a float witness, not on a boundary) first, the regions a reader can try with
-    `simulate`; their conditions are the ones worth reading."""
-    return not float_witness(path), _thin(path, intervals)
+    `simulate`; their conditions are the ones worth reading. Among those, witnesses in short decimals first: a
+    region too thin for one (a sliver a nanosecond wide) is a poor example."""
+    return not float_witness(path), _thin(path, intervals), not _short(path.witness)
 
 
 def _thin(path: PathResult, intervals: Sequence[Interval]) -> bool:

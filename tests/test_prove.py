@@ -54,6 +54,19 @@ def test_a_symbolic_comparison_is_answered_concretely_and_recorded() -> None:
     assert path.untraceable == []
 
 
+def test_a_witness_just_inside_a_strict_bound_reads_as_the_short_decimal_on_the_inside() -> None:
+    """z3 answers `0.05 < x < 0.2` with a point on the edge; rounding it gives 0.2, outside. The witness people read
+    (and replay in floats, well away from the bound) is 0.1, not 0.19999999999999998."""
+    edge = Fraction(2, 10) - Fraction(1, 10**15)
+    path = Path({"x": (Fraction(0), Fraction(1))})
+    with recording(path):
+        x = Sym.variable("x", edge)
+        assert (x > 0.05) is True
+        assert (x < 0.2) is True
+    witness = P._readable_point({"x": edge}, [P.Interval("x", Fraction(0), Fraction(1))], path.constraints, None)
+    assert witness == {"x": Fraction(0.1)}
+
+
 def test_a_comparison_the_box_decides_is_not_a_branch() -> None:
     path = Path({"x": (Fraction(1), Fraction(2))})
     with recording(path):
@@ -190,16 +203,20 @@ def _cached(case):
 @pytest.mark.parametrize("case", EXACTNESS_CASES, ids=lambda c: f"{c[0]}-{c[3]}-{c[4]}")
 def test_every_witness_replayed_on_plain_floats_does_what_its_path_recorded(case) -> None:
     """A path with an inside (no equality in its condition) has a float witness, and the plain simulator on plain
-    floats does there what the path recorded. A path on a boundary (two moments exactly equal) holds no float
-    in general and the plain simulator rounds its sums: its exact witness is rerun exactly, from scratch."""
+    floats does there what the path recorded, as does any other path whose witness is a float (a float sum
+    rounded across a boundary is the one disagreement allowed). A path on a boundary (two moments exactly equal)
+    holds no float in general: its exact witness is rerun exactly, from scratch."""
     proof = _cached(case)
     assert proof.verdict != P.UNKNOWN, proof.reason
     inside = 0
     for path in proof.paths:
         if all(relation != "==" for _, relation in path.constraints):
             assert P.float_witness(path), P.point_text(path.witness)
-            assert P.behaviour_of(proof.replay(path)) == path.behaviour, P.point_text(path.witness)
             inside += 1
+        if P.float_witness(path):  # also a region held by an integer part's equation, e.g. two equal floors
+            behaviour = P.behaviour_of(proof.replay(path))
+            if behaviour != path.behaviour:
+                assert _within_rounding_of(proof, path.choices, path.witness, behaviour), P.point_text(path.witness)
         rerun = P.run_symbolic(proof.problem.with_choices(path.choices), path.witness)
         assert rerun.constraints == path.constraints
         assert P.behaviour_of(rerun.execution) == path.behaviour
