@@ -616,10 +616,35 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, con
     type=click.Path(dir_okay=False),
     help="also draw the outcomes to this file (.png, .svg, .pdf...): a heat map, or the exact regions",
 )
+@click.option(
+    "--max-paths",
+    type=click.IntRange(min=1),
+    default=defaults.PROVE_MAX_PATHS,
+    show_default=True,
+    help="exact region maps: paths per plugin x aggregation cell, then refuse",
+)
+@click.option(
+    "--max-seconds",
+    type=click.FloatRange(min=0.1),
+    default=defaults.PROVE_MAX_SECONDS,
+    show_default=True,
+    help="exact region maps: seconds per cell, then refuse",
+)
 @PROPELLER_CONFIG_OPTION
 @TIMINGS_PROFILE_OPTION
 def sweep(
-    scenario_path, varies, samples, seed, plugins, as_json, out_path, plot_path, config_files, profile_path
+    scenario_path,
+    varies,
+    samples,
+    seed,
+    plugins,
+    as_json,
+    out_path,
+    plot_path,
+    max_paths,
+    max_seconds,
+    config_files,
+    profile_path,
 ) -> None:
     """Explore the race: outcome distribution per plugin variant x aggregation flag, with counterexamples.
 
@@ -638,8 +663,13 @@ def sweep(
 
     ranges = [v for v in varies if ".." in v.partition("=")[2]]
     if ranges:
-        _region_sweep(scenario_path, varies, plugins, as_json, out_path, plot_path, config_files, profile_path)
+        budget = {"max_paths": max_paths, "max_seconds": max_seconds}
+        _region_sweep(scenario_path, varies, plugins, as_json, out_path, plot_path, config_files, profile_path, budget)
         return
+    for option in ("max_paths", "max_seconds"):
+        if click.get_current_context().get_parameter_source(option) == click.core.ParameterSource.COMMANDLINE:
+            flag = "--" + option.replace("_", "-")
+            _fail(f"{flag}: a grid explores no paths (only an exact region map, two FIELD=LO..HI ranges, does)")
     if plot_path:
         _check_plot_path(plot_path)
     try:
@@ -673,10 +703,10 @@ def sweep(
         render_sweep(result, _console())
 
 
-def _region_sweep(scenario_path, varies, plugins, as_json, out_path, plot_path, config_files, profile_path) -> None:
-    """`sweep` with two ranges: exact region maps per plugin x aggregation cell."""
-    from click.core import ParameterSource
-
+def _region_sweep(
+    scenario_path, varies, plugins, as_json, out_path, plot_path, config_files, profile_path, budget: dict
+) -> None:
+    """`sweep` with two ranges: exact region maps per plugin x aggregation cell (each within `budget`)."""
     from aggregation.explore import outcome_meanings
     from aggregation.profile import ProfileError
     from aggregation.prove import Interval, parse_range
@@ -686,7 +716,7 @@ def _region_sweep(scenario_path, varies, plugins, as_json, out_path, plot_path, 
 
     context = click.get_current_context()
     for option in ("samples", "seed"):
-        if context.get_parameter_source(option) == ParameterSource.COMMANDLINE:
+        if context.get_parameter_source(option) == click.core.ParameterSource.COMMANDLINE:
             _fail(f"--{option}: an exact region map (two FIELD=LO..HI ranges) samples nothing")
     if out_path:
         _fail("--out: an exact region map has regions, not cases; --json lists every region's polygons")
@@ -705,7 +735,7 @@ def _region_sweep(scenario_path, varies, plugins, as_json, out_path, plot_path, 
         plugins = plugins or tuple(PLUGIN_VARIANTS)
         source.spec(plugins[0])  # the scenario as written must be one the model plays
         arguments = _deployment_sweep_arguments(config_files)
-        cells = region_sweep(source, *ranges, plugins, **arguments)
+        cells = region_sweep(source, *ranges, plugins, **arguments, **budget)
     except (ScenarioError, ProfileError) as e:
         _fail(str(e))
         return

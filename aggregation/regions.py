@@ -166,7 +166,8 @@ def region_map(
         raise ProveError(f"--vary {x.field}: given twice")
     proof = prove(source, _EVERYTHING, (x, y), plugin, aggregation, deployment, max_paths, max_seconds)
     if proof.verdict == UNKNOWN:
-        raise ProveError(f"the region map cannot be drawn exactly: {proof.reason}")
+        hint = " (raise --max-paths or --max-seconds)" if proof.reason.startswith("the budget ran out") else ""
+        raise ProveError(f"the region map cannot be drawn exactly: {proof.reason}{hint}")
     assert proof.verdict != COUNTEREXAMPLE  # the claim holds everywhere by construction
     solver = Solver((x, y), 60_000)
     regions = tuple(path_region(p, x, y, solver) for p in proof.paths)

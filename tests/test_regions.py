@@ -188,6 +188,8 @@ def test_sweep_with_two_ranges_answers_in_exact_shares_and_draws_the_regions(tmp
         (("--vary", SIGNAL, "--vary", LOOK, "--out", "x.csv"), "--out: an exact region map"),
         (("--vary", SIGNAL, "--vary", "propeller.observation_delay_seconds=3..3"), "LO < HI"),
         (("--vary", SIGNAL, "--vary", LOOK, "--plot", "x.nope"), "--plot x.nope: the file name must end"),
+        (("--vary", SIGNAL, "--vary", LOOK, "--max-paths", "2"), "before every path was explored (raise --max-paths"),
+        (("--vary", "timings.upload_seconds=1,2", "--max-seconds", "9"), "--max-seconds: a grid explores no paths"),
     ],
 )
 def test_sweep_region_mistakes_are_one_line_and_exit_2(tmp_path, extra, problem) -> None:
