@@ -255,6 +255,28 @@ PROPELLER_CONFIG_OPTION = click.option(
 )
 
 
+def budget_options(then: str):
+    """`--max-paths` and `--max-seconds`: the prover's budget, and what happens when it runs out."""
+
+    def decorate(command):
+        command = click.option(
+            "--max-seconds",
+            type=click.FloatRange(min=0.1),
+            default=defaults.PROVE_MAX_SECONDS,
+            show_default=True,
+            help=f"at most this long, then {then}",
+        )(command)
+        return click.option(
+            "--max-paths",
+            type=click.IntRange(min=1),
+            default=defaults.PROVE_MAX_PATHS,
+            show_default=True,
+            help=f"at most this many paths, then {then}",
+        )(command)
+
+    return decorate
+
+
 @main.command()
 @click.argument("prefix")
 @click.option(
@@ -616,20 +638,7 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, con
     type=click.Path(dir_okay=False),
     help="also draw the outcomes to this file (.png, .svg, .pdf...): a heat map, or the exact regions",
 )
-@click.option(
-    "--max-paths",
-    type=click.IntRange(min=1),
-    default=defaults.PROVE_MAX_PATHS,
-    show_default=True,
-    help="exact region maps: paths per plugin x aggregation cell, then refuse",
-)
-@click.option(
-    "--max-seconds",
-    type=click.FloatRange(min=0.1),
-    default=defaults.PROVE_MAX_SECONDS,
-    show_default=True,
-    help="exact region maps: seconds per cell, then refuse",
-)
+@budget_options("refuse (exact region maps only; per plugin x aggregation cell)")
 @PROPELLER_CONFIG_OPTION
 @TIMINGS_PROFILE_OPTION
 def sweep(
@@ -768,20 +777,7 @@ PROVE_EXIT = {"PROVED": 0, "COUNTEREXAMPLE": 1, "UNKNOWN": 3}
 )
 @click.option("--plugin", type=PLUGIN_CHOICE, help="override the scenario's plugin variant")
 @click.option("--aggregation/--no-aggregation", default=None, help="override enable-distributed-error-aggregation")
-@click.option(
-    "--max-paths",
-    type=click.IntRange(min=1),
-    default=defaults.PROVE_MAX_PATHS,
-    show_default=True,
-    help="then answer UNKNOWN",
-)
-@click.option(
-    "--max-seconds",
-    type=click.FloatRange(min=0.1),
-    default=defaults.PROVE_MAX_SECONDS,
-    show_default=True,
-    help="then answer UNKNOWN",
-)
+@budget_options("answer UNKNOWN")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @PROPELLER_CONFIG_OPTION
 @TIMINGS_PROFILE_OPTION

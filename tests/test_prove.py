@@ -368,6 +368,10 @@ def test_cli_exit_status_says_the_verdict() -> None:
     assert broken.returncode == 1
     answer = json.loads(broken.stdout)
     assert answer["verdict"] == "COUNTEREXAMPLE" and answer["counterexamples"][0]["final_phase"] == "SUCCEEDED_SILENTLY"
+    # a budget too small for the box: UNKNOWN (exit 3), never PROVED
+    whole = [a for v in SEED_BOX for a in ("--vary", v)]
+    short = _aggsim("prove", PREEMPTION, "--claim", "retries", "--plugin", "recoverable", "--max-paths", "2", *whole)
+    assert short.returncode == 3 and short.stdout.startswith("UNKNOWN") and "at most 2 paths" in short.stdout
 
 
 def test_cli_bad_input_is_one_line_and_exit_2() -> None:
