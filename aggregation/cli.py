@@ -255,6 +255,11 @@ PROPELLER_CONFIG_OPTION = click.option(
 )
 
 
+def _given_on_command_line(option: str) -> bool:
+    """Whether the user typed `option` (a parameter's name), rather than it keeping its default."""
+    return click.get_current_context().get_parameter_source(option) == click.core.ParameterSource.COMMANDLINE
+
+
 def budget_options(then: str):
     """`--max-paths` and `--max-seconds`: the prover's budget, and what happens when it runs out."""
 
@@ -318,9 +323,7 @@ def budget_options(then: str):
 @PROPELLER_CONFIG_OPTION
 @TIMEOUT_OPTION
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object (on one line when piped)")
-@click.pass_context
 def explain(
-    ctx,
     prefix,
     strategy,
     outputs_declared,
@@ -343,14 +346,13 @@ def explain(
         _fail(f"--system-failures ({system_failures}) cannot exceed --attempts ({attempts})")
     deployment = _deployment(config_files)
     config = deployment.propeller_config()
-    given = lambda name: ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE  # noqa: E731
-    if given("max_system_failures") or "max_node_retries_system_failures" not in deployment.values:
+    if _given_on_command_line("max_system_failures") or "max_node_retries_system_failures" not in deployment.values:
         config = replace(config, max_node_retries_system_failures=max_system_failures)
-    if given("ignore_retry_cause") or "ignore_retry_cause" not in deployment.values:
+    if _given_on_command_line("ignore_retry_cause") or "ignore_retry_cause" not in deployment.values:
         config = replace(config, ignore_retry_cause=ignore_retry_cause)
     if max_download_mb is not None:
         config = replace(config, max_payload_bytes=max_download_mb * 1024 * 1024)
-    if not given("strategy") and deployment.error_aggregation is not None:
+    if not _given_on_command_line("strategy") and deployment.error_aggregation is not None:
         strategy = EARLIEST if deployment.error_aggregation else DEFAULT
     from aggregation.explain import explain_prefix
     from aggregation.propeller import NodeState
@@ -672,11 +674,21 @@ def sweep(
 
     ranges = [v for v in varies if ".." in v.partition("=")[2]]
     if ranges:
-        budget = {"max_paths": max_paths, "max_seconds": max_seconds}
-        _region_sweep(scenario_path, varies, plugins, as_json, out_path, plot_path, config_files, profile_path, budget)
+        _region_sweep(
+            scenario_path,
+            varies,
+            plugins,
+            as_json,
+            out_path,
+            plot_path,
+            config_files,
+            profile_path,
+            max_paths,
+            max_seconds,
+        )
         return
     for option in ("max_paths", "max_seconds"):
-        if click.get_current_context().get_parameter_source(option) == click.core.ParameterSource.COMMANDLINE:
+        if _given_on_command_line(option):
             flag = "--" + option.replace("_", "-")
             _fail(f"{flag}: a grid explores no paths (only an exact region map, two FIELD=LO..HI ranges, does)")
     if plot_path:
@@ -713,9 +725,9 @@ def sweep(
 
 
 def _region_sweep(
-    scenario_path, varies, plugins, as_json, out_path, plot_path, config_files, profile_path, budget: dict
+    scenario_path, varies, plugins, as_json, out_path, plot_path, config_files, profile_path, max_paths, max_seconds
 ) -> None:
-    """`sweep` with two ranges: exact region maps per plugin x aggregation cell (each within `budget`)."""
+    """`sweep` with two ranges: exact region maps per plugin x aggregation cell (each within the prover's budget)."""
     from aggregation.explore import outcome_meanings
     from aggregation.profile import ProfileError
     from aggregation.prove import Interval, parse_range
@@ -723,9 +735,8 @@ def _region_sweep(
     from aggregation.regions import region_sweep
     from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError
 
-    context = click.get_current_context()
     for option in ("samples", "seed"):
-        if context.get_parameter_source(option) == click.core.ParameterSource.COMMANDLINE:
+        if _given_on_command_line(option):
             _fail(f"--{option}: an exact region map (two FIELD=LO..HI ranges) samples nothing")
     if out_path:
         _fail("--out: an exact region map has regions, not cases; --json lists every region's polygons")
@@ -744,7 +755,7 @@ def _region_sweep(
         plugins = plugins or tuple(PLUGIN_VARIANTS)
         source.spec(plugins[0])  # the scenario as written must be one the model plays
         arguments = _deployment_sweep_arguments(config_files)
-        cells = region_sweep(source, *ranges, plugins, **arguments, **budget)
+        cells = region_sweep(source, *ranges, plugins, **arguments, max_paths=max_paths, max_seconds=max_seconds)
     except (ScenarioError, ProfileError) as e:
         _fail(str(e))
         return
