@@ -17,6 +17,10 @@ $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 
 install: $(STAMP)
 
+# pytest-xdist workers (one per core); `make test PYTEST_WORKERS=0` runs in one process, e.g. to debug a test.
+PYTEST_WORKERS ?= auto
+PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
+
 demo: $(STAMP)
 	$(BIN)/aggsim demo
 
@@ -25,12 +29,12 @@ demo-real: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PARALLEL)
 
 # The full real-process conformance set (several minutes on 2 cores); installs libfaketime first if missing.
 test-real: $(STAMP)
 	bash .ci/system-packages
-	$(BIN)/python -m pytest -q -s -m "slow or race or generated" --durations=15
+	$(BIN)/python -m pytest -q -s $(PARALLEL) -m "slow or race or generated" --durations=15
 
 # The seeded sample of generated scenarios on real pods alone (AGGSIM_SAMPLE_SEED picks another sample); its files
 # stay under build/generated until the next run.

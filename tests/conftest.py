@@ -14,6 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Tests never assert timings (the benchmarks measure speed): no deadline, which would fail a first example that
+# imports torch, or any example on a loaded machine (e.g. beside another pytest-xdist worker).
+settings.register_profile("aggsim", deadline=None)
+settings.load_profile("aggsim")
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
@@ -59,7 +65,11 @@ def leftover_processes(directory: Path) -> list[str]:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests of the plugin need flytekit and torch (the `plugin` extra); say so instead of failing to import."""
+    """Tests that share the session's real runs (`real_runs`) run in one pytest-xdist worker, so each run is made
+    once; tests of the plugin need flytekit and torch (the `plugin` extra): say so instead of failing to import."""
+    for item in items:
+        if "real_runs" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("real-runs"))
     missing = missing_modules(PLUGIN_MODULES)
     if not missing:
         return

@@ -14,7 +14,7 @@ import time
 
 import pytest
 from conftest import AGGSIM, leftover_processes
-from hypothesis import example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 pytestmark = pytest.mark.plugin
@@ -22,7 +22,6 @@ pytestmark = pytest.mark.plugin
 _MIDNIGHT = 1_796_083_200.0 - time.localtime(1_796_083_200).tm_gmtoff  # a local midnight (2026-12-01)
 
 
-@settings(deadline=None)  # the first example imports flytekit and torch
 @given(st.text(min_size=1), st.floats(min_value=0, max_value=4e9, allow_nan=False), st.booleans())
 def test_the_decision_time_is_read_back_from_the_pod_s_json_log_whatever_the_prefix(prefix, at, found):
     """flytekit's pod log is JSON (loggers.initialize_global_loggers): the stamp survives any prefix's escaping."""

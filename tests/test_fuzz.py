@@ -23,7 +23,7 @@ from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 
 pytestmark = pytest.mark.timeout(600)
 
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "prefixes"
 
 WORDS = [
@@ -126,7 +126,7 @@ def messages(draw, descriptor, depth=0):
     return message
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(messages(pb.Scenario.DESCRIPTOR), st.booleans())
 def test_any_scenario_is_simulated_or_refused_in_one_line(tmp_path, scenario, as_json):
     path = tmp_path / "fuzzed.textproto"

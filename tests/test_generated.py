@@ -19,7 +19,7 @@ from aggregation.strategies import scenarios, spec_of
 
 pytestmark = pytest.mark.timeout(600)
 
-MANY = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+MANY = settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
 
 
 def simulated(message):

@@ -27,7 +27,7 @@ def sample(seed: int, size: int):
     drawn = []
 
     @with_seed(seed)
-    @settings(max_examples=size, deadline=None, database=None, phases=[Phase.generate])
+    @settings(max_examples=size, database=None, phases=[Phase.generate])
     @given(scenarios(playable=True))
     def draw(message):
         drawn.append(message)

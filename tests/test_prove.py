@@ -228,7 +228,7 @@ def test_random_points_fall_in_exactly_one_path_that_the_plain_simulator_agrees_
     proof = _cached(case)
     intervals = proof.intervals
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
     @given(
         st.tuples(*(st.floats(float(i.low), float(i.high), allow_nan=False) for i in intervals)),
         st.tuples(*(st.sampled_from(c.values) for c in proof.choices)),

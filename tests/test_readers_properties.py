@@ -85,7 +85,7 @@ def observed(result):
     return ("error", (result.error.path, result.error.code))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(prefixes)
 def test_earliest_reader_agrees_with_the_naive_reference(objects):
     result = EarliestErrorReader().read(MemoryPrefix(list(objects.items())))
@@ -93,14 +93,14 @@ def test_earliest_reader_agrees_with_the_naive_reference(objects):
     assert sum(c.selected for c in result.candidates) == (1 if result.error else 0)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(prefixes)
 def test_default_reader_agrees_with_the_naive_reference(objects):
     result = DefaultErrorReader().read(MemoryPrefix(list(objects.items())))
     assert observed(result) == naive_default(objects)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(prefixes, st.randoms(use_true_random=False))
 def test_insertion_order_never_matters_only_key_order_does(objects, rnd):
     items = list(objects.items())

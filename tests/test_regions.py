@@ -100,7 +100,7 @@ def test_the_outcome_drawn_at_a_point_is_what_the_plain_simulator_says_there(cas
     scenario, _, _, plugin, aggregation = case
     problem_source = source
 
-    @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow])
     @given(
         st.floats(float(x.low), float(x.high), allow_nan=False),
         st.floats(float(y.low), float(y.high), allow_nan=False),

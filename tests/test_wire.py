@@ -247,7 +247,7 @@ def stamped(seconds: int, nanos: int = 0, worker: str = "w") -> bytes:
     return length_delimited(1, length_delimited(1, b"USER:X") + container + length_delimited(6, worker.encode()))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(INT64, INT32, INT64, INT32)
 def test_the_earliest_reader_orders_any_two_stamps_as_go_does_and_explain_prints_them(s1, n1, s2, n2):
     prefix = MemoryPrefix([("error-a.pb", stamped(s1, n1, "a")), ("error-b.pb", stamped(s2, n2, "b"))])
@@ -309,7 +309,7 @@ def prefixes(draw):
     return files
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(prefixes())
 def test_explain_never_crashes_and_follows_the_go_rules_on_any_prefix(files):
     """ReadError: any file Go cannot decode fails the round; otherwise the earliest AsTime() wins, first listed

@@ -21,7 +21,7 @@ def spec_of(tmp_path, text: str):
     return load_scenario(str(path))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     pods=st.integers(1, 8),
     nproc=st.integers(1, 4),
