@@ -40,13 +40,10 @@ def render_proof(proof: Proof, console: "Console") -> None:
         console.print("UNKNOWN is no proof: the claim may or may not hold for the paths left", highlight=False)
         return
     broken = len(proof.counterexamples)
-    console.print(f"\nThe claim fails on {broken:,} of the paths. It fails where:", highlight=False)
-    for index, condition in enumerate(proof.conditions[:SHOWN_CONDITIONS]):
-        console.print(f"  path {index + 1}:", highlight=False)
-        for line in condition:
-            console.print(f"    {line}", highlight=False, soft_wrap=True)
-    if broken > SHOWN_CONDITIONS:
-        console.print(f"  (and {broken - SHOWN_CONDITIONS:,} more paths; --json lists them)", highlight=False)
+    if proof.fails_everywhere:
+        console.print(f"\nThe claim fails on all {broken:,} paths: everywhere in the box.", highlight=False)
+    else:
+        _print_conditions(proof, console)
     first = next((p for p in proof.counterexamples if float_witness(p)), None)
     if first is None:
         first = proof.counterexamples[0]
@@ -60,6 +57,17 @@ def render_proof(proof: Proof, console: "Console") -> None:
     render_execution(proof.replay(first), console)
 
 
+def _print_conditions(proof: Proof, console: "Console") -> None:
+    broken = len(proof.counterexamples)
+    console.print(f"\nThe claim fails on {broken:,} of the paths. It fails where:", highlight=False)
+    for index, condition in enumerate(proof.conditions[:SHOWN_CONDITIONS]):
+        console.print(f"  path {index + 1}:", highlight=False)
+        for line in condition:
+            console.print(f"    {line}", highlight=False, soft_wrap=True)
+    if broken > SHOWN_CONDITIONS:
+        console.print(f"  (and {broken - SHOWN_CONDITIONS:,} more paths; --json lists them)", highlight=False)
+
+
 def proof_to_json(proof: Proof) -> dict:
     return {
         "verdict": proof.verdict,
@@ -71,6 +79,7 @@ def proof_to_json(proof: Proof) -> dict:
         "behaviours": proof.behaviours,
         "seconds": round(proof.seconds, 3),
         "reason": proof.reason or None,
+        "fails_everywhere": proof.fails_everywhere,
         "counterexamples": [
             {
                 "witness": {name: float(v) for name, v in p.witness.items()},
@@ -148,11 +157,11 @@ def _table_answer(proof: Proof) -> str:
     condition, path = pairs[0]
     where = condition[0]  # the piece that holds the witness: one convex region where the claim fails
     where = f" where {where}," if len(where) <= TABLE_CONDITION_CHARS else ""
-    return (
-        f"**COUNTEREXAMPLE**: {' or '.join(outcomes)} on {len(proof.counterexamples):,} of {len(proof.paths):,} "
-        f"paths, e.g.{where} at {', '.join(f'{n}={v}' for n, v in path.choices)}"
-        f"{', ' if path.choices else ''}{point_text(path.witness)}"
-    )
+    share = f"on {len(proof.counterexamples):,} of {len(proof.paths):,} paths"
+    if proof.fails_everywhere:
+        share, where = f"everywhere in the box (all {len(proof.paths):,} paths)", ""
+    at = ", ".join(filter(None, [*(f"{n}={v}" for n, v in path.choices), point_text(path.witness)]))
+    return f"**COUNTEREXAMPLE**: {' or '.join(outcomes)} {share}, e.g.{where} at {at}"
 
 
 def table_markdown(rows) -> str:

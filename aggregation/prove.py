@@ -280,6 +280,12 @@ class Proof:
     def behaviours(self) -> int:
         return len({p.behaviour for p in self.paths})
 
+    @property
+    def fails_everywhere(self) -> bool:
+        """Every path was explored and every one breaks the claim: the paths tile the box, so it fails at every
+        assignment in it (no condition narrows it down)."""
+        return self.verdict == COUNTEREXAMPLE and not self.reason and len(self.counterexamples) == len(self.paths)
+
     def replay(self, path: PathResult) -> Execution:
         """The plain simulator, on plain floats, at `path`'s witness (in its sub-box)."""
         return replay(self.problem.with_choices(path.choices), path.witness)

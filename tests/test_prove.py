@@ -125,6 +125,36 @@ def test_the_recoverable_plugin_retries_for_every_timing_in_the_box(aggregation:
     assert len(proof.paths) > 1 and proof.reason == ""
 
 
+#: a box where the claim breaks at every point: an undecodable error file fails every round, and flytepropeller
+#: `pkg/controller/handler.go` `TryMutateWorkflow` aborts the workflow past `max-workflow-retries`, whatever the
+#: upload's duration
+EVERYWHERE = ("rounds_keep_failing", "retries", ("timings.upload_seconds=0.05..3",), "recoverable", True)
+
+
+def test_a_claim_broken_on_every_path_fails_everywhere_and_says_so() -> None:
+    """The explored paths tile the box, so a claim broken on all of them is broken at every point: the answer says
+    so instead of listing pieces. Points drawn at random and run by the plain simulator all break it."""
+    proof = _proof(*EVERYWHERE)
+    assert proof.verdict == P.COUNTEREXAMPLE and proof.fails_everywhere and len(proof.paths) > 1
+    (interval,) = proof.intervals
+
+    @settings(max_examples=40)
+    @given(st.floats(float(interval.low), float(interval.high)))
+    def check(value) -> None:
+        assert not proof.claim.holds(P.replay(proof.problem, {interval.field: Fraction(value)}))
+
+    check()
+    # a budget that stops early knows nothing of the paths left: not "everywhere"
+    assert not _proof(*EVERYWHERE, max_paths=2).fails_everywhere
+    # broken on some paths only: the pieces, not "everywhere"
+    assert not _proof(PREEMPTION, "retries", SEED_BOX, "seed-pr", True).fails_everywhere
+    shown = _aggsim("prove", EVERYWHERE[0], "--claim", "retries", "--vary", EVERYWHERE[2][0])
+    assert shown.returncode == 1 and f"fails on all {len(proof.paths)} paths: everywhere in the box" in shown.stdout
+    assert "It fails where" not in shown.stdout
+    as_json = _aggsim("prove", EVERYWHERE[0], "--claim", "retries", "--vary", EVERYWHERE[2][0], "--json")
+    assert json.loads(as_json.stdout)["fails_everywhere"] is True
+
+
 def test_a_budget_that_runs_out_is_unknown_never_proved() -> None:
     proof = _proof(PREEMPTION, "retries", SEED_BOX, "recoverable", True, max_paths=3)
     assert proof.verdict == P.UNKNOWN and "budget" in proof.reason and len(proof.paths) == 3
