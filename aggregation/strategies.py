@@ -160,6 +160,58 @@ def scenarios(
     return message
 
 
+#: the timing fields a box may vary, and the widest range each takes (a duration is never negative)
+_TIMING_RANGES = {
+    "agent_shutdown_seconds": (0.0, 30.0),
+    "upload_seconds": (0.0, 10.0),
+    "failure_detection_seconds": (0.0, 10.0),
+    "failed_worker_exit_seconds": (0.0, 10.0),
+    "finished_worker_exit_seconds": (0.0, 10.0),
+    "rendezvous_seconds": (0.0, 10.0),
+    "clock_offset_seconds": (-1.0, 1.0),
+}
+
+
+def _box_fields(message: pb.Scenario) -> list[tuple[str, float, float, float]]:
+    """(field, its value, lowest, highest) for every number in `message` a box may vary."""
+    fields = [("propeller.observation_delay_seconds", message.propeller.observation_delay_seconds, 0.0, 30.0)]
+    timed = [("timings", message.timings)]
+    timed += [(f"pod_timings[{k}].timings", o.timings) for k, o in enumerate(message.pod_timings)]
+    for prefix, timings in timed:
+        for name, (low, high) in _TIMING_RANGES.items():
+            if timings.HasField(name):
+                fields.append((f"{prefix}.{name}", getattr(timings, name), low, high))
+    for i, attempt in enumerate(message.attempts):
+        for j, event in enumerate(attempt.events):
+            fields.append(
+                (f"attempts[{i}].events[{j}].at_seconds", event.at_seconds, 0.0, message.task.training_seconds)
+            )
+    return fields
+
+
+@st.composite
+def boxes(draw, message: pb.Scenario, max_fields: int = 3) -> tuple[str, ...]:
+    """`--vary` texts for `aggsim prove` / `prove.parse_range` on `message`: 1 to `max_fields` of its numbers, each
+    over a range around its value (on the millisecond grid), and sometimes which pod an event is aimed at."""
+    numbers = _box_fields(message)
+    chosen = draw(st.lists(st.sampled_from(numbers), min_size=1, max_size=max_fields, unique_by=lambda f: f[0]))
+    varies = []
+    for name, value, lowest, highest in chosen:
+        below, above = draw(_seconds(0.0, 3.0)), draw(_seconds(0.0, 3.0))
+        low = max(lowest, round(value - below, 3))
+        high = max(low, min(highest, round(value + above, 3)))
+        varies.append(f"{name}={low}..{high}")
+    aimed = [
+        f"attempts[{i}].events[{j}].pod"
+        for i, attempt in enumerate(message.attempts)
+        for j, event in enumerate(attempt.events)
+        if event.pod
+    ]
+    if aimed and len(message.job.pods) > 1 and draw(st.booleans()):
+        varies.append(f"{draw(st.sampled_from(aimed))}={','.join(message.job.pods)}")
+    return tuple(varies)
+
+
 def spec_of(message: pb.Scenario, plugin: Optional[str] = None) -> ScenarioSpec:
     """The checked `ScenarioSpec` of a scenario message (as `aggsim simulate` would load its text)."""
     text = text_format.MessageToString(message)
