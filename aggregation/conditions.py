@@ -7,13 +7,15 @@ linear bounds on the fields; a bound the box and the others imply is dropped (z3
 expression become one range (`30.95 <= signal + shutdown < 31`), and pieces that differ only in one range that
 they continue are joined (a floor's consecutive values are one interval), and pieces that are one piece moved by
 a constant in some ranges (the agent's next monitor poll, 5 s later; torch's next whole second) read as one
-family, `for n = 0 or 5: ... > 32 + n`, checked with z3 to be the same set as its pieces. Where a nanosecond
-stamp was relaxed, the text says the bounds are exact to a nanosecond. A path split into too many pieces keeps
-the prover's exact form (`prove.minimal_condition`).
+family, `for n = 0 or 5: ... > 32 + n`, checked with z3 to be the same set as its pieces; families that are each
+other moved by a second constant in other ranges join, `for (n, m) = (0, 0), (1, 0) or (0, 5): ... + n + m`.
+Where a nanosecond stamp was relaxed, the text says the bounds are exact to a nanosecond. A path split into too
+many pieces keeps the prover's exact form (`prove.minimal_condition`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional, Sequence
 
@@ -176,7 +178,23 @@ def same_region(solver: Solver, member: dict, piece: dict) -> bool:
     return _implies(solver, member_formulas, piece_formulas) and _implies(solver, piece_formulas, member_formulas)
 
 
-Family = tuple  # (ranges at n = 0, directions moved by n, the values of n, ascending from 0)
+@dataclass(frozen=True)
+class Family:
+    """Pieces that are one piece, `base`, moved by constants: parameter k (n, m, ...) moves the ranges in
+    `parameters[k]` by its value, and `values` lists the values the parameters take together, one tuple per piece
+    (each parameter's lowest value 0). A piece alone has no parameters and one value, ()."""
+
+    base: dict
+    parameters: tuple  # (frozenset of directions, ...)
+    values: tuple  # ((Fraction, ...), ...)
+
+    def member(self, values: tuple) -> dict:
+        """The piece at one tuple of parameter values."""
+        shift = {d: sum((v for v, moved in zip(values, self.parameters) if d in moved), Fraction(0)) for d in self.base}
+        return {d: _moved(b, shift[d]) if shift[d] else b for d, b in self.base.items()}
+
+    def pieces(self) -> list[dict]:
+        return [self.member(values) for values in self.values]
 
 
 def _relative(seed: dict, piece: dict) -> Optional[tuple[Fraction, frozenset, dict]]:
@@ -191,9 +209,9 @@ def _relative(seed: dict, piece: dict) -> Optional[tuple[Fraction, frozenset, di
     return -shift, moved, _member(base, moved, shift)
 
 
-def families(solver: Solver, pieces: Sequence[dict]) -> list[Family]:
-    """The pieces, in their order, as families: each the first piece left and every later one that is it moved
-    by a constant in the same ranges (each member checked to be its piece, `same_region`)."""
+def _one_constant(solver: Solver, pieces: Sequence[dict]) -> list[Family]:
+    """The pieces, in their order, as families of one parameter: each the first piece left and every later one
+    that is it moved by a constant in the same ranges (each member checked to be its piece, `same_region`)."""
     left, found = list(pieces), []
     while left:
         seed = left.pop(0)
@@ -210,15 +228,88 @@ def families(solver: Solver, pieces: Sequence[dict]) -> list[Family]:
             if same_region(solver, _member(piece_base, piece_moved, shift), piece):
                 base, moved, shifts = piece_base, piece_moved, [*shifts, shift]
                 left.remove(piece)
-        low = min(shifts)
-        found.append((_member(base, moved, low), moved, sorted(n - low for n in shifts)))
+        if len(shifts) == 1:
+            found.append(Family(seed, (), ((),)))
+        else:
+            found.append(_lowest_at_zero(Family(base, (moved,), tuple((n,) for n in shifts))))
+    return found
+
+
+def _lowest_at_zero(family: Family) -> Family:
+    """The same pieces, the base moved so that each parameter's lowest value is 0, the parameters in the order of
+    their smallest step (n the whole second, m the monitor poll), the values in reading order."""
+    count = len(family.parameters)
+    lowest = tuple(min(values[k] for values in family.values) for k in range(count))
+    base = family.member(lowest)
+    values = [tuple(v - low for v, low in zip(values, lowest)) for values in family.values]
+    step = [min((v[k] for v in values if v[k] > 0), default=Fraction(0)) for k in range(count)]
+    order = sorted(range(count), key=lambda k: step[k])
+    parameters = tuple(family.parameters[k] for k in order)
+    return Family(base, parameters, tuple(sorted(tuple(v[k] for k in order) for v in values)))
+
+
+def _merged(solver: Solver, family: Family, other: Family) -> Optional[Family]:
+    """`family` and `other` as one family, when `other`'s base is `family`'s moved by a constant in some ranges:
+    its parameters and that move become the joined family's (those `family` lacks added); every piece of both
+    checked with z3 to be its member."""
+    relative = _relative(family.base, other.base)
+    if relative is None:
+        return None
+    shift, moved, base = relative
+    if base != family.base:
+        return None
+    parameters = family.parameters
+    for parameter in (*other.parameters, moved):
+        if parameter not in parameters:
+            parameters = (*parameters, parameter)
+    if len(parameters) > len(PARAMETER_NAMES):
+        return None
+    width = len(parameters)
+
+    def widened(values: tuple, source: tuple) -> list:
+        out = [Fraction(0)] * width
+        for value, parameter in zip(values, source):
+            out[parameters.index(parameter)] += value
+        return out
+
+    values = [tuple(widened(v, family.parameters)) for v in family.values]
+    for v in other.values:
+        moved_values = widened(v, other.parameters)
+        moved_values[parameters.index(moved)] += shift
+        values.append(tuple(moved_values))
+    if len(set(values)) != len(values):
+        return None
+    candidate = Family(family.base, parameters, tuple(values))
+    originals = family.pieces() + other.pieces()
+    if not all(same_region(solver, candidate.member(v), piece) for v, piece in zip(values, originals)):
+        return None
+    return _lowest_at_zero(candidate)
+
+
+def families(solver: Solver, pieces: Sequence[dict]) -> list[Family]:
+    """The pieces, in their order, as families: pieces moved by one constant in the same ranges first
+    (`for n = 0 or 5`), then families that are each other moved by another constant in other ranges, joined
+    (`for n = 0, 1 or 2 and m = 0 or 5`). Every member is checked with z3 to be the piece it stands for."""
+    found = _one_constant(solver, pieces)
+    joined = True
+    while joined:
+        joined = False
+        for i in range(len(found)):
+            for j in range(i + 1, len(found)):
+                merged = _merged(solver, found[i], found[j]) or _merged(solver, found[j], found[i])
+                if merged is not None:
+                    found[i] = merged
+                    del found[j]
+                    joined = True
+                    break
+            if joined:
+                break
     return found
 
 
 def family_pieces(family: Family) -> list[dict]:
-    """A family's pieces, one per value of n."""
-    base, moved, shifts = family
-    return [_member(base, moved, n) for n in shifts]
+    """A family's pieces, one per tuple of parameter values."""
+    return family.pieces()
 
 
 def _number(value: Fraction) -> str:
@@ -265,12 +356,16 @@ def _expression(direction: Direction, names: dict) -> str:
     return text
 
 
-def _range_text(direction: Direction, bounds: Bounds, names: dict, moved: bool = False) -> str:
+#: the names of a family's parameters, in order
+PARAMETER_NAMES = ("n", "m", "k", "j")
+
+
+def _range_text(direction: Direction, bounds: Bounds, names: dict, parameters: Sequence[str] = ()) -> str:
     expression = _expression(direction, names)
     low, low_strict, high, high_strict = bounds
 
     def number(value: Fraction) -> str:
-        return f"{_number(value)} + n" if moved else _number(value)
+        return " + ".join((_number(value), *parameters))
 
     if low is not None and high is not None:
         if low == high:
@@ -281,9 +376,28 @@ def _range_text(direction: Direction, bounds: Bounds, names: dict, moved: bool =
     return f"{expression} {'<' if high_strict else '<='} {number(high)}"
 
 
-def _values_text(values: Sequence[Fraction]) -> str:
-    texts = [_number(v) for v in values]
-    return texts[0] if len(texts) == 1 else f"{', '.join(texts[:-1])} or {texts[-1]}"
+def _values_text(values: Sequence[str]) -> str:
+    return values[0] if len(values) == 1 else f"{', '.join(values[:-1])} or {values[-1]}"
+
+
+def _family_text(family: Family) -> str:
+    """`for n = 0 or 5: ` (one parameter), `for n = 0 or 1 and m = 0 or 5: ` (every pair), or `for (n, m) =
+    (0, 0), (1, 0) or (0, 5): ` (some pairs); empty for a piece alone."""
+    if len(family.values) == 1:
+        return ""
+    names = PARAMETER_NAMES[: len(family.parameters)]
+    each = [sorted({values[k] for values in family.values}) for k in range(len(names))]
+    every = 1
+    for taken in each:
+        every *= len(taken)
+    if every == len(family.values):
+        return (
+            "for "
+            + " and ".join(f"{name} = {_values_text([_number(v) for v in taken])}" for name, taken in zip(names, each))
+            + ": "
+        )
+    pairs = [f"({', '.join(_number(v) for v in values)})" for values in family.values]
+    return f"for ({', '.join(names)}) = {_values_text(pairs)}: "
 
 
 def condition_pieces(path: PathResult, intervals: Sequence[Interval]) -> "tuple[list[dict], bool] | None":
@@ -339,8 +453,8 @@ def by_field(order: dict):
 def readable_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple[str, ...]:
     """The path's condition, one line per family of pieces (the lines are alternatives: `or`), each a conjunction
     (`and`) of ranges of the fields (by their `short_names`), led by the choices (which pod) and, for a family of
-    more than one piece, the values its `n` takes. The line holding the path's witness comes first; lines in
-    parentheses are notes, not pieces."""
+    more than one piece, the values its parameters (n, m) take. The line holding the path's witness comes first;
+    lines in parentheses are notes, not pieces."""
     names = short_names([i.field for i in intervals])
     order = {interval.field: index for index, interval in enumerate(intervals)}
     choices = " and ".join(f"{name} = {value}" for name, value in path.choices)
@@ -351,10 +465,14 @@ def readable_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple
     simplified, relaxed = found
     grouped = families(Solver(intervals, 60_000), simplified)
     lines = []
-    for base, moved, shifts in grouped[:SHOWN_PIECES]:
-        texts = [_range_text(d, b, names, d in moved) for d, b in sorted(base.items(), key=by_field(order))]
+    for family in grouped[:SHOWN_PIECES]:
+        names_of = {
+            d: [name for name, moved in zip(PARAMETER_NAMES, family.parameters) if d in moved] for d in family.base
+        }
+        ordered = sorted(family.base.items(), key=by_field(order))
+        texts = [_range_text(d, b, names, names_of[d]) for d, b in ordered]
         line = " and ".join(filter(None, (choices, *texts))) or "anywhere in the box"
-        lines.append(f"for n = {_values_text(shifts)}: {line}" if len(shifts) > 1 else line)
+        lines.append(_family_text(family) + line)
     if len(grouped) > SHOWN_PIECES:
         lines.append(f"({len(grouped) - SHOWN_PIECES:,} more lines: --json has the exact condition)")
     if relaxed:

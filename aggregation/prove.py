@@ -423,12 +423,16 @@ def _short(point: dict) -> bool:
 def _short_decimals_near(value: float) -> Iterator[Fraction]:
     """Floats with 0, 1, ... 9 decimals within one last digit of `value`: the rounding, then the decimal a last
     digit past it on `value`'s side. z3 puts a point on its region's edge: where a strict bound is a short decimal
-    the rounding lands just outside, and the decimal on the inside is as short (0.1, not 0.19999999999999998)."""
+    the rounding lands just outside, and the decimal on the inside is as short (0.1, not 0.19999999999999998).
+    Where `value` is itself a short decimal just outside (the float 0.95 below a region that starts at the exact
+    31 - 30 - 0.05), the decimals a last digit either side of it."""
     for digits in range(0, 10):
         rounded = round(value, digits)
         yield Fraction(rounded)
         if rounded != value:
             yield Fraction(round(rounded + math.copysign(10.0**-digits, value - rounded), digits))
+        else:
+            yield from (Fraction(round(value + step, digits)) for step in (-(10.0**-digits), 10.0**-digits))
 
 
 def _combinations(choices: Sequence[Choice]) -> list[tuple]:

@@ -222,6 +222,18 @@ EXACTNESS_CASES = [
         "seed-pr",
         False,
     ),
+    (
+        PREEMPTION,
+        "retries",
+        (
+            f"{SIGNAL_AT}=30..31",
+            "timings.agent_shutdown_seconds=0.03..5",
+            "propeller.observation_delay_seconds=0..10",
+            "pod_timings[0].timings.clock_offset_seconds=-0.25..0.25",
+        ),
+        "seed-pr",
+        True,
+    ),
 ]
 _PROOFS: dict = {}
 
@@ -417,11 +429,35 @@ def test_pieces_one_monitor_interval_apart_read_as_one_family() -> None:
     pieces, _ = condition_pieces(path, proof.intervals)
     solver = P.Solver(proof.intervals, 60_000)
     grouped = families(solver, pieces)
-    assert len(grouped) < len(pieces) == sum(len(f[2]) for f in grouped)
-    family = next(f for f in grouped if len(f[2]) > 1)
-    assert family[2] == [0, 5] and family[1]
+    assert len(grouped) < len(pieces) == sum(len(f.values) for f in grouped)
+    family = next(f for f in grouped if len(f.values) > 1)
+    assert family.values == ((0,), (5,)) and family.parameters[0]
     for member in family_pieces(family):  # n = 0 and n = 5 are each one of the pieces, within the box
         assert sum(same_region(solver, member, piece) for piece in pieces) == 1
+
+
+def test_pieces_moved_by_two_constants_read_as_one_family() -> None:
+    """seed-pr with aggregation on, the preempted pod's clock offset: the truncated stamp's race recurs in each
+    whole second the signal and shutdown reach (torch's `int(time.time())`, n) and again one monitor poll later
+    (m = 5, where propeller's look moves too). Pieces moved by both read as one line, `for (n, m) = ...`, with
+    each bound moved by the parameters that move it, and every member is exactly its piece (z3)."""
+    from aggregation.conditions import condition_pieces, families, same_region
+
+    proof = _cached(EXACTNESS_CASES[3])
+    assert proof.verdict == P.COUNTEREXAMPLE
+    first = proof.conditions[0][0]
+    assert first.startswith("for (n, m) = (0, 0), (0, 5), (1, 0)") and "+ n + m" in first and " + m and" in first
+    solver = P.Solver(proof.intervals, 60_000)
+    two = 0
+    for path in proof.counterexamples:
+        pieces, _ = condition_pieces(path, proof.intervals)
+        grouped = families(solver, pieces)
+        assert sum(len(f.values) for f in grouped) == len(pieces)
+        for family in grouped:
+            two += len(family.parameters) == 2
+            for member in family.pieces():
+                assert sum(same_region(solver, member, piece) for piece in pieces) == 1
+    assert two
 
 
 # --- the command -------------------------------------------------------------------------------------------
