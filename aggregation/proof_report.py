@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING
 
 from aggregation.prove import COUNTEREXAMPLE, PROVED, Proof, float_witness, inside_first, point_text
@@ -19,13 +20,26 @@ def _box_lines(proof: Proof) -> list[str]:
     return lines or ["nothing varied: the scenario as written"]
 
 
+def _header_lines(proof: Proof, width: int) -> list[str]:
+    """The verdict and the claim's meaning, wrapped at whole words under a two-space indent (rich would cut the
+    line anywhere and leave a trailing space)."""
+    header = f"{proof.verdict}  {proof.claim.text}: {proof.claim.meaning}"
+    return textwrap.wrap(
+        header, max(width, 40), subsequent_indent="    ", break_long_words=False, break_on_hyphens=False
+    )
+
+
 def render_proof(proof: Proof, console: "Console") -> None:
     from rich.text import Text
 
     from aggregation.report import render_execution
 
     style = {PROVED: "bold green", COUNTEREXAMPLE: "bold red"}.get(proof.verdict, "bold yellow")
-    console.print(Text.assemble((proof.verdict, style), f"  {proof.claim.text}: {proof.claim.meaning}"))
+    for line in _header_lines(proof, console.width):
+        if line.startswith(proof.verdict):
+            console.print(Text.assemble((proof.verdict, style), line[len(proof.verdict) :]), soft_wrap=True)
+        else:
+            console.print(Text(line), highlight=False, soft_wrap=True)
     for line in _box_lines(proof):
         console.print(f"  {line}", highlight=False, soft_wrap=True)
     console.print(

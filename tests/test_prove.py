@@ -479,6 +479,28 @@ def test_cli_exit_status_says_the_verdict() -> None:
     assert short.returncode == 3 and short.stdout.startswith("UNKNOWN") and "at most 2 paths" in short.stdout
 
 
+@pytest.mark.parametrize("width", [60, 80])
+def test_the_answer_fits_the_terminal_and_cuts_no_word(width: int) -> None:
+    """The header (verdict, claim and its meaning) wraps at whole words under an indent, with no trailing space;
+    a claim's text is printed as typed, never read as rich markup."""
+    import io
+
+    from rich.console import Console
+
+    from aggregation.proof_report import render_proof
+
+    claim = "code=[bold]X|RetriesExhausted|Unknown|Y"
+    proof = _proof(PREEMPTION, claim, [f"{SIGNAL_AT}=30..31"], "upstream", False)
+    out = io.StringIO()
+    render_proof(proof, Console(file=out, width=width, color_system=None))
+    lines = out.getvalue().splitlines()
+    header = [lines[0]] + [line for line in lines[1:4] if line.startswith("    ")]
+    assert all(len(line) <= width and line == line.rstrip() for line in header), header
+    words = " ".join(line.strip() for line in header).split()
+    assert words[0] == "COUNTEREXAMPLE" and f"{claim}:" in words
+    assert words[-2:] == ["or", "Y"], words  # the meaning ends whole: "... or Unknown or Y"
+
+
 def test_cli_bad_input_is_one_line_and_exit_2() -> None:
     result = _aggsim("prove", PREEMPTION, "--claim", "retries", "--vary", "timings.upload_seconds=x..1")
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
