@@ -55,6 +55,10 @@ class Clock:
         heappush(self._queue, (when if when > now else now, 1 if late else 0, sequence, scheduled))
         return scheduled
 
+    def next_callback(self) -> float:
+        """When the next callback waiting in the queue runs (inf when none waits): nothing happens before it."""
+        return min((when for when, _, _, scheduled in self._queue if not scheduled.cancelled), default=math.inf)
+
     def run(self, stop: Callable[[], bool]) -> None:
         """Run callbacks until `stop()` says so or nothing is left to run."""
         queue = self._queue
@@ -90,6 +94,10 @@ class WallClock(Clock):
         self.linger_after_verdict = linger_after_verdict
         self.poll_interval = poll_interval
         self.now = timebase.scenario(time.time())
+
+    def next_callback(self) -> float:
+        """Now: the real world (a process, a file) may change at any moment, whatever the queue holds."""
+        return self.now
 
     def _tick(self) -> None:
         self.now = self.timebase.scenario(time.time())

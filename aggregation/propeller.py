@@ -44,6 +44,10 @@ class TaskOutcome:
     round_error: Optional[str] = None
 
 
+#: the largest uint32: FailedAttempts (a uint32) can never exceed it, so at this limit rounds never abort
+UINT32_MAX = (1 << 32) - 1
+
+
 @dataclass(frozen=True)
 class PropellerConfig:
     """The propeller settings that decide retries and bound reads (defaults in `defaults.py`)."""
@@ -54,6 +58,12 @@ class PropellerConfig:
     interruptible_failure_threshold: int = defaults.INTERRUPTIBLE_FAILURE_THRESHOLD
     max_workflow_retries: int = defaults.MAX_WORKFLOW_RETRIES
     max_payload_bytes: int = defaults.MAX_PAYLOAD_BYTES  # storage.limits.maxDownloadMBs
+
+    @property
+    def workflow_retry_limit(self) -> int:
+        """What `TryMutateWorkflow` (flytepropeller `controller/handler.go`) compares the workflow's FailedAttempts
+        with: `uint32(cfg.MaxWorkflowRetries)`, so -1 is 4,294,967,295 and a larger int keeps its low 32 bits."""
+        return self.max_workflow_retries & UINT32_MAX
 
 
 @dataclass(frozen=True)
@@ -155,13 +165,13 @@ def node_decision(
         return NodeDecision(Decision.SUCCEED, next_state=state)
     if outcome.phase is TaskPhase.ROUND_FAILED:
         # The same files fail every round: after max-workflow-retries failed rounds, HandleAbortedWorkflow.
-        rounds = config.max_workflow_retries + 1
+        limit = config.workflow_retry_limit
         return NodeDecision(
             Decision.FAIL,
             code="Workflow abort failed",
             kind="SYSTEM",
             message=(
-                f"max number of system retry attempts [{rounds}/{config.max_workflow_retries}] exhausted. "
+                f"max number of system retry attempts [{limit + 1}/{limit}] exhausted. "
                 f"Last known status message: {outcome.round_error}"
             ),
             next_state=state,

@@ -12,10 +12,16 @@ and the workflow is requeued, so another round runs `round_retry_seconds` later 
 is then. A round that starts with more failed rounds than `max-workflow-retries` aborts the workflow
 instead (`TryMutateWorkflow` -> `HandleAbortedWorkflow`: SYSTEM "Workflow abort failed"). The count is the
 workflow's, so it carries over from one attempt to the next.
+
+While nothing else can happen (no callback waits, no outage starts or ends), every later round reads what the
+failed one read and fails alike: more than a few such rounds are counted in one step, so a large
+`max-workflow-retries` (-1 is uint32's 4,294,967,295) never runs its rounds one by one. At that largest limit
+the count can never exceed it, so propeller retries the round for ever and the node never ends.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -24,6 +30,7 @@ from aggregation.explain import explain_prefix
 from aggregation.kinds import JobCondition
 from aggregation.pods import Upload
 from aggregation.propeller import (
+    UINT32_MAX,
     NodeDecision,
     NodeState,
     PropellerConfig,
@@ -53,6 +60,17 @@ class Observation:
     decision: NodeDecision
 
 
+#: at most this many rounds that fail alike run one by one, each on the timeline (max-workflow-retries' default,
+#: 10, stays within it); more are counted in one step
+ROUNDS_RUN_ONE_BY_ONE = 20
+
+
+def _uint32_sum(count, more):
+    """FailedAttempts + more as Go's uint32 adds (wrapping past 4,294,967,295); `more` may be a symbolic count."""
+    total = count + more
+    return total - (1 << 32) if total > UINT32_MAX else total
+
+
 class PropellerActor:
     def __init__(
         self,
@@ -63,6 +81,7 @@ class PropellerActor:
         snapshot: Snapshot,
         log: Callable[[Event], None],
         failed_rounds: int = 0,
+        unchanged_until: Callable[[], float] = lambda: -math.inf,
     ) -> None:
         self.clock = clock
         self.spec = spec
@@ -71,8 +90,11 @@ class PropellerActor:
         self.snapshot = snapshot
         self.log = log
         self.failed_rounds = failed_rounds  # the workflow's Status.FailedAttempts
+        self.unchanged_until = unchanged_until  # until when the prefix reads as it does now
         self.last_round_error: Optional[str] = None
         self.observation: Optional[Observation] = None
+        #: the terminal condition whose rounds fail for ever (the count can never exceed max-workflow-retries)
+        self.retries_for_ever: Optional[JobCondition] = None
 
     def job_terminal(self, condition: JobCondition) -> None:
         """The operator set a terminal condition now: the next round observes it."""
@@ -83,7 +105,7 @@ class PropellerActor:
 
     def round(self, condition: JobCondition) -> None:
         spec = self.spec
-        if self.failed_rounds > self.config.max_workflow_retries:
+        if self.failed_rounds > self.config.workflow_retry_limit:
             self._abort(condition)
             return
         if condition is not JobCondition.SUCCEEDED:
@@ -101,7 +123,7 @@ class PropellerActor:
             self.config,
         )
         if explanation.outcome.phase is TaskPhase.ROUND_FAILED:
-            self.failed_rounds += 1
+            self.failed_rounds = _uint32_sum(self.failed_rounds, 1)
             self.last_round_error = explanation.outcome.round_error
             self.log(
                 Event(
@@ -112,9 +134,35 @@ class PropellerActor:
                     count=self.failed_rounds,
                 )
             )
-            self._next_round(condition, spec.round_retry)
+            self._after_failed_round(condition)
             return
         self._decided(condition, seen, explanation.read, explanation.outcome, explanation.decision)
+
+    def _after_failed_round(self, condition: JobCondition) -> None:
+        """The next round, `round_retry` later; the rounds before the prefix can change fail alike, in one step."""
+        retry, now, limit = self.spec.round_retry, self.clock.now, self.config.workflow_retry_limit
+        until = self.unchanged_until()
+        if until == math.inf and limit == UINT32_MAX:
+            self.retries_for_ever = condition  # no callback is left: the clock runs dry, nothing is decided
+            self.log(Event(now, "propeller", What.ROUNDS_FAIL_ALIKE, reason=self.last_round_error or "", count=-1))
+            return
+        alike = limit + 1 - self.failed_rounds  # the rounds still to fail before the one that aborts
+        if until != math.inf:
+            alike = min(alike, math.ceil((until - now) / retry))
+            while alike > 0 and not now + alike * retry < until:  # strictly before: a change at a round is seen
+                alike -= 1
+        if alike <= ROUNDS_RUN_ONE_BY_ONE:
+            self._next_round(condition, retry)
+            return
+        last = now + alike * retry
+
+        def fail_alike() -> None:
+            self.failed_rounds = _uint32_sum(self.failed_rounds, alike)
+            why = self.last_round_error or ""
+            self.log(Event(self.clock.now, "propeller", What.ROUNDS_FAIL_ALIKE, reason=why, count=self.failed_rounds))
+            self.clock.at(last + retry, lambda: self.round(condition), late=True)
+
+        self.clock.at(now + retry, fail_alike, late=True)
 
     def _abort(self, condition: JobCondition) -> None:
         """`HandleAbortedWorkflow`: the workflow fails with SYSTEM "Workflow abort failed"."""

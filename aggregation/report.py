@@ -95,6 +95,8 @@ def verdict_lines(attempt: AttemptResult) -> list[Text]:
         won = literal(f"propeller: {attempt.failed_rounds} failed rounds, more than max-workflow-retries: aborted")
     elif attempt.job_condition == "Running":
         won = Text("propeller: the job never ends, nothing is read")
+    elif attempt.outcome.phase.value == "RUNNING":  # the job ended, but its rounds fail for ever
+        won = literal(f"propeller: {attempt.outcome.reason}")
     else:
         won = Text("propeller: job Failed, no error file is read (DownstreamSystemError, USER, retryable)")
     decision = attempt.decision

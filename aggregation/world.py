@@ -97,6 +97,13 @@ class Kubelet:
             world.pods.sigkill(pod)
 
 
+#: why a node whose job ended is never decided: `TryMutateWorkflow` never aborts at that limit
+ROUNDS_FAIL_FOR_EVER = (
+    "every round fails, and max-workflow-retries is uint32's largest (-1), which FailedAttempts never exceeds: "
+    "propeller retries the round for ever"
+)
+
+
 class Attempt:
     """The world of one attempt. Pods report to it: `log` (an `Event`), `upload`, `pod_exited`."""
 
@@ -151,7 +158,14 @@ class Attempt:
             spec.elastic, spec.pods[0], spec.clean_pod_policy, self.running_pods, self._delete_pod, self._job_terminal
         )
         self.propeller = PropellerActor(
-            self.clock, spec, self.state, self.config, self._snapshot, self.log, self.failed_rounds_before
+            self.clock,
+            spec,
+            self.state,
+            self.config,
+            self._snapshot,
+            self.log,
+            self.failed_rounds_before,
+            self._unchanged_until,
         )
         self._schedule_scenario()
         self.clock.run(self._done)
@@ -167,6 +181,16 @@ class Attempt:
         if any(start <= now < end for start, end in self.outages):
             return UnavailablePrefix(prefix.location, "the blob store is unavailable (scenario storage outage)"), seen
         return prefix, seen
+
+    def _unchanged_until(self) -> float:
+        """Until when the prefix, as propeller's rounds read it, stays as it is now: the next callback (a pod, the
+        operator, a scenario event) or the next start or end of a storage outage, whichever comes first."""
+        now = self.clock.now
+        until = self.clock.next_callback()
+        for moment in (m for window in self.outages for m in window):
+            if now < moment < until:
+                until = moment
+        return until
 
     def running_pods(self) -> list[str]:
         return [pod for pod in self.spec.pods if pod not in self.exits]
@@ -215,7 +239,14 @@ class Attempt:
     # --- the record ------------------------------------------------------------------------------
     def result(self, resumed_from: Optional[int], resumed_step: Optional[int] = None) -> AttemptResult:
         spec, observation = self.spec, self.propeller.observation
-        if observation is None:
+        endless = self.propeller.retries_for_ever
+        if observation is None and endless is not None:
+            outcome = TaskOutcome(
+                TaskPhase.RUNNING, reason=ROUNDS_FAIL_FOR_EVER, round_error=self.propeller.last_round_error
+            )
+            decision = NodeDecision(Decision.WAIT, next_state=self.state)
+            condition, observed_at, seen, read = endless.value, None, (), None
+        elif observation is None:
             # the clock ran dry and the job never turned terminal: propeller keeps waiting, nothing is decided
             outcome = TaskOutcome(TaskPhase.RUNNING, reason="the job never reached a terminal condition")
             decision = NodeDecision(Decision.WAIT, next_state=self.state)

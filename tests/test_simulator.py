@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import AGGSIM, ROOT, SCENARIOS  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from aggregation.cli import main
 from aggregation.explore import Variation, default_variations, outcome_of, sweep
@@ -447,7 +449,7 @@ def test_rounds_that_keep_failing_abort_the_workflow_after_max_workflow_retries(
     """TryMutateWorkflow: a round that starts with FailedAttempts > max-workflow-retries aborts the workflow;
     executor.go HandleAbortedWorkflow fails it with SYSTEM 'Workflow abort failed'."""
     execution = run("rounds_keep_failing", "recoverable")
-    assert len(rounds(execution, What.ROUND_FAILED)) == 11
+    assert execution.attempts[0].failed_rounds == 11
     (aborted,) = rounds(execution, What.WORKFLOW_ABORTED)
     assert "max number of system retry attempts [11/10] exhausted" in aborted.reason
     assert (execution.final_code, execution.final_kind) == ("Workflow abort failed", "SYSTEM")
@@ -456,8 +458,81 @@ def test_rounds_that_keep_failing_abort_the_workflow_after_max_workflow_retries(
         text.replace("observation_delay_seconds: 1", "observation_delay_seconds: 1\n  max_workflow_retries: 2")
     )
     execution = simulate(fewer)
-    assert len(rounds(execution, What.ROUND_FAILED)) == 3
+    assert execution.attempts[0].failed_rounds == 3
     assert "[3/2]" in rounds(execution, What.WORKFLOW_ABORTED)[0].reason
+
+
+def _with_max_workflow_retries(name: str, limit: int):
+    from aggregation.deployment import Deployment
+
+    spec = load_scenario(name)
+    return spec.with_deployment(Deployment({"max_workflow_retries": limit}, ("test",)))
+
+
+@pytest.mark.parametrize("limit, failed", [(-5, 2**32 - 4), (2**32 + 3, 4), (2**32 - 2, 2**32 - 1)])
+def test_max_workflow_retries_is_read_as_go_s_uint32(limit, failed):
+    """controller/handler.go TryMutateWorkflow: `maxRetries := uint32(p.cfg.MaxWorkflowRetries)`, so a negative or
+    larger int from the config wraps; rounds that nothing can change fail alike and are counted in one step, so
+    billions of them take no time (the abort comes after `failed` rounds, one `round_retry_seconds` apart)."""
+    execution = simulate(_with_max_workflow_retries("rounds_keep_failing", limit))
+    attempt = execution.attempts[0]
+    assert attempt.failed_rounds == failed and execution.final_code == "Workflow abort failed"
+    (aborted,) = rounds(execution, What.WORKFLOW_ABORTED)
+    assert f"[{failed}/{failed - 1}]" in aborted.reason
+    first = rounds(execution, What.ROUND_FAILED)[0].at
+    assert aborted.at == pytest.approx(first + failed, rel=1e-12)  # round_retry_seconds: 1
+
+
+def test_at_uint32_s_largest_limit_rounds_fail_for_ever_and_the_node_never_ends():
+    """-1 is uint32's largest: FailedAttempts (a uint32) never exceeds it, so TryMutateWorkflow never aborts and
+    propeller retries the failing round for ever: the node is still running, and says why."""
+    execution = simulate(_with_max_workflow_retries("rounds_keep_failing", -1))
+    assert execution.final_phase.value == "STILL_RUNNING" and len(execution.attempts) == 1
+    attempt = execution.attempts[0]
+    assert "retries the round for ever" in attempt.outcome.reason and attempt.job_condition == "Succeeded"
+    endless = rounds(execution, What.ROUNDS_FAIL_ALIKE)[-1]
+    assert "for ever" in endless.describe() and not rounds(execution, What.WORKFLOW_ABORTED)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    outage_at=st.integers(290, 400).map(lambda t: t / 10),
+    outage=st.integers(1, 400).map(lambda t: t / 4),
+    retry=st.sampled_from([0.25, 0.5, 1, 1.5, 3]),
+    limit=st.integers(0, 60),
+)
+def test_rounds_counted_in_one_step_end_as_rounds_run_one_by_one(outage_at, outage, retry, limit):
+    """The step that counts rounds alike (propeller_actor `_after_failed_round`) changes nothing propeller decides:
+    the same verdict, failed rounds, round errors and abort time as running every round (`TryMutateWorkflow` once
+    per round), for outages starting before, during and after propeller's look."""
+    from aggregation import engine
+
+    text = SCENARIOS.joinpath("storage_outage_during_the_read.textproto").read_text()
+    text = text.replace("round_retry_seconds: 1", f"round_retry_seconds: {retry}\n  max_workflow_retries: {limit}")
+    text = text.replace(
+        "events { at_seconds: 31 storage_outage { duration_seconds: 3.5 } }",
+        f"events {{ at_seconds: {outage_at} storage_outage {{ duration_seconds: {outage} }} }}",
+    )
+    spec = parse_scenario(text)
+
+    def verdict(execution):
+        aborts = [e.at for a in execution.attempts for e in a.timeline if e.what is What.WORKFLOW_ABORTED]
+        return (
+            execution.final_phase,
+            execution.final_code,
+            [(a.failed_rounds, a.observed_at, a.outcome.phase, a.outcome.round_error) for a in execution.attempts],
+            [round(t, 6) for t in aborts],
+        )
+
+    counted = verdict(simulate(spec))
+    with pytest.MonkeyPatch.context() as patch:  # every round run: the world may change at any moment
+        patch.setattr(engine.Clock, "next_callback", lambda self: self.now)
+        one_by_one = verdict(simulate(spec))
+    assert counted[:2] == one_by_one[:2]
+    assert [(f, o, p, e) for f, o, p, e in counted[2]] == [
+        (f, o if o is None else pytest.approx(o, abs=1e-6), p, e) for f, o, p, e in one_by_one[2]
+    ]
+    assert counted[3] == pytest.approx(one_by_one[3], abs=1e-6)
 
 
 def test_failed_rounds_count_for_the_whole_workflow_across_attempts():
@@ -739,3 +814,22 @@ def test_the_kubelet_stops_a_pod_once_a_second_preemption_sends_no_second_sigter
     sigterms = [e for e in attempt.timeline if e.what is What.SIGTERM and e.target == "b"]
     assert [e.at for e in sigterms] == [30.0]
     assert attempt.exits["b"] == (137, pytest.approx(60.0))  # SIGKILL the first signal's grace period later
+
+
+def test_a_round_at_the_very_moment_an_outage_ends_reads_the_prefix():
+    """An outage is [start, end): the round at `end` reads again. Counting rounds alike stops before it."""
+    text = SCENARIOS.joinpath("storage_outage_during_the_read.textproto").read_text()
+    text = text.replace("round_retry_seconds: 1", "round_retry_seconds: 0.125\n  max_workflow_retries: 100")
+    first = simulate(parse_scenario(text)).attempts[0]
+    observed = rounds_of(first, What.ROUND_FAILED)[0] + 0.125 * 40  # exact: multiples of 1/8 added in [32, 64)
+    tied = text.replace(
+        "events { at_seconds: 31 storage_outage { duration_seconds: 3.5 } }",
+        f"events {{ at_seconds: {observed - 8!r} storage_outage {{ duration_seconds: 8 }} }}",
+    )
+    attempt = simulate(parse_scenario(tied)).attempts[0]
+    assert attempt.observed_at == observed and attempt.failed_rounds == 40
+    assert rounds_of(attempt, What.ROUNDS_FAIL_ALIKE)  # the 39 rounds before it were counted in one step
+
+
+def rounds_of(attempt, what):
+    return [e.at for e in attempt.timeline if e.what is what]
