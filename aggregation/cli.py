@@ -53,7 +53,13 @@ def _echo_json(value) -> None:
 def _console(stderr: bool = False) -> Console:
     from rich.console import Console
 
-    return Console(stderr=stderr)
+    class PipedConsole(Console):
+        def on_broken_pipe(self) -> None:
+            """rich exits 1 when the reader goes away (`| head`), which `prove` means as COUNTEREXAMPLE: let the
+            group end it as for any other output (128 + SIGPIPE)."""
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    return PipedConsole(stderr=stderr)
 
 
 def _version_message() -> str:
@@ -108,8 +114,19 @@ def _own_interrupts() -> None:
                 signal.signal(signum, _raise_interrupted)
 
 
+class ReaderGone(Exception):
+    """Our output's reader went away (`| head`). Not an OSError: click would turn that into exit 1, which `prove`
+    means as COUNTEREXAMPLE."""
+
+
 class AggsimGroup(click.Group):
     """Every failure ends in one line on stderr: usage errors (exit 2) and interruptions (128 + the signal)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise ReaderGone() from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         import signal
@@ -139,7 +156,7 @@ class AggsimGroup(click.Group):
             _interrupted("SIGINT", 130)
         except Interrupted as e:
             _interrupted(signal.Signals(e.signum).name, 128 + e.signum)
-        except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as a SIGPIPE would
+        except (BrokenPipeError, ReaderGone):  # the reader went away (`| head`): stop quietly, as a SIGPIPE would
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(128 + signal.SIGPIPE)
         except OSError as e:
@@ -201,9 +218,19 @@ def main() -> None:
     """Which failure does Flyte report for a distributed PyTorch job, and does it retry?"""
 
 
+class FiniteFloatRange(click.FloatRange):
+    """click's FloatRange, which also refuses nan (every comparison with nan is false, so click lets it through)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if number != number:
+            self.fail(f"{value!r} is not a number.", param, ctx)
+        return number
+
+
 TIMEOUT_OPTION = click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True, max=3600),
+    type=FiniteFloatRange(min=0, min_open=True, max=3600),
     default=30.0,
     show_default=True,
     help="seconds a remote store may take to answer one request (connect and read), else exit 2",
@@ -260,13 +287,17 @@ def _given_on_command_line(option: str) -> bool:
     return click.get_current_context().get_parameter_source(option) == click.core.ParameterSource.COMMANDLINE
 
 
+#: a prover's time budget may be a week at most: inf and 1e400 are no budget (and overflow the deadline's clock)
+MAX_BUDGET_SECONDS = 7 * 86400.0
+
+
 def budget_options(then: str):
     """`--max-paths` and `--max-seconds`: the prover's budget, and what happens when it runs out."""
 
     def decorate(command):
         command = click.option(
             "--max-seconds",
-            type=click.FloatRange(min=0.1),
+            type=FiniteFloatRange(min=0.1, max=MAX_BUDGET_SECONDS),
             default=defaults.PROVE_MAX_SECONDS,
             show_default=True,
             help=f"at most this long, then {then}",

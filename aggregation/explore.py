@@ -219,7 +219,13 @@ def parse_variation(text: str, message: pb.Scenario) -> Variation:
         start, stop, step = (typed_value(name, descriptor, part.strip()) for part in parts)
         if step <= 0 or stop < start:
             raise ScenarioError(f"--vary {text!r}: need step > 0 and stop >= start")
-        count = int((stop - start) / step + 1e-9) + 1
+        spans = (stop - start) / step
+        if not math.isfinite(spans):  # a step so small that the count overflows a float
+            raise ScenarioError(
+                f"--vary {text!r}: more values than a float counts, over the {MAX_VALUES_PER_FIELD:,} a field may "
+                "take; widen the step"
+            )
+        count = int(spans + 1e-9) + 1
         if count > MAX_VALUES_PER_FIELD:
             raise ScenarioError(
                 f"--vary {text!r}: {count:,} values, over the {MAX_VALUES_PER_FIELD:,} a field may take; widen the step"

@@ -460,11 +460,23 @@ class _Budget:
         )
 
 
+def _refuse_a_box_past_the_model_s_limits(problem: Problem) -> None:
+    """The runs meet only the points z3 picks, so a field's own limits (finite, >= 0 unless signed, within the span a
+    scenario may have) are checked where they are decided: each holds on an interval exactly when it holds at both
+    ends, so the box's all-low and all-high corners are validated on plain floats first."""
+    for corner in ({i.field: i.low for i in problem.intervals}, {i.field: i.high for i in problem.intervals}):
+        try:
+            problem.spec_from(problem.with_values(corner))
+        except ScenarioError as e:
+            raise ProveError(f"the box holds scenarios the model refuses, e.g. at {point_text(corner)}: {e}") from None
+
+
 def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, paths: list) -> str:
     """Every path of one box, by a generational search: a run's path condition c1..cn has as siblings the regions
     c1..c(i-1), not ci; each non-empty sibling is run, and its own siblings below that depth explored in turn.
     The regions partition the box, so when none is left every assignment has been covered exactly once.
     Returns "" when complete, else why not."""
+    _refuse_a_box_past_the_model_s_limits(problem)
     solver = Solver(problem.intervals, int(max(1.0, budget.max_seconds - budget.elapsed()) * 1000))
     pending: list[tuple[tuple[Constraint, ...], Optional[Constraint]]] = [((), None)]
     while pending:
@@ -573,9 +585,9 @@ def exact_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple[st
 
 
 def _number_text(value: Fraction) -> str:
-    if value.denominator == 1:
+    if value.denominator == 1 and abs(value.numerator) < 10**16:
         return str(value.numerator)
-    as_float = float(value)
+    as_float = float(value)  # a huge whole float reads as 1e+30, not as its 31 digits
     if Fraction(as_float) == value:
         return repr(as_float)  # the shortest decimal that reads back as this float
     return f"{value} (~{as_float:.9g})"

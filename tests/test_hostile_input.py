@@ -152,6 +152,7 @@ def test_any_timing_value_is_simulated_or_refused_in_one_line(field, value):
         ("task.retries=5000000000", "outside the field's range"),
         ("plugin=UPSTREAM,NOPE", "not a PluginVariant"),
         ("propeller.observation_delay_seconds=0:1e9:1", "widen the step"),
+        ("timings.upload_seconds=0:1:1e-320", "widen the step"),  # a count that overflows a float
         ("propeller.observation_delay_seconds=nan", "not a finite number"),
         ("timings.upload_seconds=-1,2", "must be >= 0"),
         ("attempts[7].events[0].at_seconds=1", "has only"),
@@ -241,6 +242,33 @@ def test_a_full_disk_on_stdout_is_one_line_and_exit_2():
         )
     assert done.returncode == 2
     assert done.stderr.strip() == "aggsim: cannot write the output: No space left on device"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["simulate", PREEMPTION],
+        ["prove", PREEMPTION, "--claim", "retries", "--plugin", "upstream", "--vary", "timings.upload_seconds=0..1"],
+    ],
+)
+def test_a_reader_that_goes_away_ends_it_as_sigpipe_would_never_as_a_verdict(command):
+    """`aggsim ... | head -1`: exit 128 + SIGPIPE and nothing on stderr. rich and click would exit 1, which is
+    `prove`'s COUNTEREXAMPLE, whatever the answer was."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # gone before the first write: every write meets a broken pipe
+    try:
+        done = subprocess.run([AGGSIM, *command], stdout=write_end, stderr=subprocess.PIPE, timeout=120)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141 and done.stderr == b""
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e400", "0"])
+def test_a_budget_that_is_no_number_or_no_budget_is_refused(value):
+    for command in ("prove", "sweep"):
+        extra = ["--claim", "retries"] if command == "prove" else ["--vary", "propeller.observation_delay_seconds=0..1"]
+        result = run(command, PREEMPTION, *extra, "--vary", "timings.upload_seconds=0..1", "--max-seconds", value)
+        one_line_error(result, "--max-seconds")
 
 
 def test_an_ascii_only_terminal_gets_ascii_rules_and_escapes_not_a_crash():

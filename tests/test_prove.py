@@ -180,6 +180,22 @@ def test_a_box_with_scenarios_the_model_refuses_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
+    "vary",
+    [
+        "timings.upload_seconds=0..1e30",
+        "timings.upload_seconds=3e8..4e8",
+        "propeller.observation_delay_seconds=0..1e12",
+        "pod_timings[0].timings.clock_offset_seconds=-1e12..0",
+    ],
+)
+def test_a_box_reaching_past_a_field_s_limit_is_refused_even_where_no_explored_point_lies(vary: str) -> None:
+    """scenario.py `_value_problem`: a time beyond what a scenario may span is refused in a file; z3's points may all
+    lie well inside such a box, so its corners are checked too."""
+    with pytest.raises(P.ProveError, match="refuses.*(may span|within)"):
+        _proof(PREEMPTION, "retries", (vary,), "recoverable", True)
+
+
+@pytest.mark.parametrize(
     "claim, problem",
     [
         ("phase=DONE", "not a phase"),
