@@ -81,7 +81,7 @@ class PropellerActor:
         snapshot: Snapshot,
         log: Callable[[Event], None],
         failed_rounds: int = 0,
-        unchanged_until: Callable[[], float] = lambda: -math.inf,
+        unchanged_until: Optional[Callable[[], float]] = None,
     ) -> None:
         self.clock = clock
         self.spec = spec
@@ -90,7 +90,8 @@ class PropellerActor:
         self.snapshot = snapshot
         self.log = log
         self.failed_rounds = failed_rounds  # the workflow's Status.FailedAttempts
-        self.unchanged_until = unchanged_until  # until when the prefix reads as it does now
+        #: until when the prefix reads as it does now (without a world to ask: it may change at any moment)
+        self.unchanged_until = unchanged_until or (lambda: self.clock.now)
         self.last_round_error: Optional[str] = None
         self.observation: Optional[Observation] = None
         #: the terminal condition whose rounds fail for ever (the count can never exceed max-workflow-retries)
@@ -144,7 +145,7 @@ class PropellerActor:
         until = self.unchanged_until()
         if until == math.inf and limit == UINT32_MAX:
             self.retries_for_ever = condition  # no callback is left: the clock runs dry, nothing is decided
-            self.log(Event(now, "propeller", What.ROUNDS_FAIL_ALIKE, reason=self.last_round_error or "", count=-1))
+            self.log(Event(now, "propeller", What.ROUNDS_FAIL_FOR_EVER, reason=self.last_round_error or ""))
             return
         alike = limit + 1 - self.failed_rounds  # the rounds still to fail before the one that aborts
         if until != math.inf:

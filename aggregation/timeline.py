@@ -37,6 +37,7 @@ class What(NamedEnum):
     OBSERVES = "observes"  # propeller's round that observes the terminal job
     ROUND_FAILED = "round_failed"  # the reader returned a Go error: the round fails, the next one retries
     ROUNDS_FAIL_ALIKE = "rounds_fail_alike"  # nothing can change what the next rounds read: they fail alike
+    ROUNDS_FAIL_FOR_EVER = "rounds_fail_for_ever"  # ... and max-workflow-retries can never be exceeded
     WORKFLOW_ABORTED = "workflow_aborted"  # more failed rounds than max-workflow-retries
     STORAGE_OUTAGE = "storage_outage"  # the blob store fails propeller's requests for a while
     UPLOAD_TRUNCATED = "upload_truncated"  # a pod's upload landed cut short
@@ -129,12 +130,12 @@ class Event(NamedTuple):
             return f"observes job {self.condition}; reads no file"
         if what is w.ROUND_FAILED:
             return f"round fails ({self.count} failed so far): {self.reason}"
+        if what is w.ROUNDS_FAIL_FOR_EVER:
+            return (
+                "every later round fails alike, for ever: nothing is left to change what they read, and "
+                f"max-workflow-retries is uint32's largest, which no count exceeds ({self.reason})"
+            )
         if what is w.ROUNDS_FAIL_ALIKE:
-            if self.count is not None and self.count < 0:
-                return (
-                    "every later round fails alike, for ever: nothing is left to change what they read, and "
-                    f"max-workflow-retries is uint32's largest, which no count exceeds ({self.reason})"
-                )
             return (
                 f"rounds fail alike from here on, until {self.count} have failed: nothing is left to happen that "
                 f"could change what they read ({self.reason})"

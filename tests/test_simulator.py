@@ -490,7 +490,7 @@ def test_at_uint32_s_largest_limit_rounds_fail_for_ever_and_the_node_never_ends(
     assert execution.final_phase.value == "STILL_RUNNING" and len(execution.attempts) == 1
     attempt = execution.attempts[0]
     assert "retries the round for ever" in attempt.outcome.reason and attempt.job_condition == "Succeeded"
-    endless = rounds(execution, What.ROUNDS_FAIL_ALIKE)[-1]
+    (endless,) = rounds(execution, What.ROUNDS_FAIL_FOR_EVER)
     assert "for ever" in endless.describe() and not rounds(execution, What.WORKFLOW_ABORTED)
 
 
