@@ -158,7 +158,8 @@ def field_descriptor(message: pb.Scenario, path: str) -> FieldDescriptor:
             if repeated:
                 entries = getattr(target, name) if target is not None else ()
                 if int(index) >= len(entries):
-                    raise ScenarioError(f"--vary {path}: {name} has only {len(entries)} entries")
+                    held = f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
+                    raise ScenarioError(f"--vary {path}: {name} has only {held}")
                 target = entries[int(index)]
             else:
                 target = getattr(target, name) if target is not None else None

@@ -27,6 +27,7 @@ from google.protobuf.message import DecodeError
 from aggregation import defaults
 from aggregation.documents import error_document
 from aggregation.engine import Clock, Scheduled
+from aggregation.nanoseconds import on_the_clock
 from aggregation.plugin_variants import PodPlugin, plugin_for
 from aggregation.readers import parse_document
 from aggregation.scenario import PodTiming, ScenarioSpec
@@ -215,11 +216,11 @@ class Pod:
     def _next_poll(self, visible: float) -> float:
         """The agent's first look at its workers at or after `visible`: torch `_invoke_run` sleeps one monitor
         interval, looks, and repeats, from the moment it started the worker group."""
-        first = self.workers_started + self.timing.first_poll_after_start()
+        first = on_the_clock(self.workers_started + self.timing.first_poll_after_start())
         if visible <= first:
             return first
         interval = self.timing.monitor_interval
-        return first + math.ceil((visible - first) / interval - 1e-9) * interval
+        return on_the_clock(first + math.ceil((visible - first) / interval - 1e-9) * interval)
 
     def _rendezvous_done(self) -> None:
         if self.state is PodState.STARTING:
@@ -274,7 +275,8 @@ class Pod:
             self.clock.at(arrived + shutdown, lambda: self.group.peer_died(self, arrived + shutdown))
 
     def _on_signal_caught(self, arrived: float) -> None:
-        stamp = self.plugin.signal_report(arrived + self.offset, self.clock.now + self.offset)
+        on_own_clock = on_the_clock(arrived + self.offset), on_the_clock(self.clock.now + self.offset)
+        stamp = self.plugin.signal_report(*on_own_clock)
         sibling = self._sibling_report() if self.plugin.yields_to_siblings else None
         if stamp is not None and sibling is not None:
             self._log(What.YIELDS, file=sibling)
@@ -304,13 +306,13 @@ class Pod:
         record = ErrorRecord(
             code,
             recoverable,
-            self.plugin.worker_failure_stamp(failed_at + self.offset),
+            self.plugin.worker_failure_stamp(on_the_clock(failed_at + self.offset)),
             self.worker_name,
             message or "worker failed",
             genuine,
         )
         # the failed worker counts once its process is gone, at the agent's next look; collecting it takes `detection`
-        noticed = self._next_poll(failed_at + self.timing.failed_worker_exit) + self.timing.detection
+        noticed = self._next_poll(on_the_clock(failed_at + self.timing.failed_worker_exit)) + self.timing.detection
         self._later(noticed - failed_at, lambda: self._on_child_failed(record))
 
     def _on_child_failed(self, record: ErrorRecord) -> None:
@@ -332,7 +334,7 @@ class Pod:
         """A consequence of a peer's death: wait for a sibling's report, looking every `sibling_poll` s."""
         self._change_course(PodState.REPORTING)
         self._log(What.AWAITS_SIBLING, reason=f"{self.plugin.sibling_wait:g}")
-        self._await_sibling(self.clock.now + self.plugin.sibling_wait)
+        self._await_sibling(on_the_clock(self.clock.now + self.plugin.sibling_wait))
 
     def _await_sibling(self, deadline: float) -> None:
         sibling = self._sibling_report()
@@ -343,7 +345,8 @@ class Pod:
             return
         now = self.clock.now
         if now >= deadline:
-            record = ErrorRecord(CODE_RECOVERABLE, True, now + self.offset, self.worker_name, COLLATERAL_MESSAGE)
+            stamp = on_the_clock(now + self.offset)
+            record = ErrorRecord(CODE_RECOVERABLE, True, stamp, self.worker_name, COLLATERAL_MESSAGE)
             self._change_course(PodState.STOPPING)
             self._finish(record)
             return
@@ -388,7 +391,8 @@ class Pod:
             self._collateral()
             return
         self._change_course(PodState.STOPPING)
-        self._finish(ErrorRecord(CODE_RENDEZVOUS_TIMEOUT, False, self.clock.now + self.offset, self.worker_name, error))
+        stamp = on_the_clock(self.clock.now + self.offset)
+        self._finish(ErrorRecord(CODE_RENDEZVOUS_TIMEOUT, False, stamp, self.worker_name, error))
 
     def restarted(self) -> None:
         """The rendezvous round completed with every pod: a new worker group trains."""

@@ -5,17 +5,23 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
-from aggregation.prove import COUNTEREXAMPLE, PROVED, Proof, float_witness, inside_first, point_text
+from aggregation.prove import COUNTEREXAMPLE, PROVED, Proof, inside_first, number_text, point_text, replayable
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+
+def counted(count: int, thing: str) -> str:
+    """`1 path`, `2 paths`: a count with its noun."""
+    return f"{count:,} {thing}" + ("" if count == 1 else "s")
+
 
 #: counterexample paths whose conditions are listed (the JSON carries them all)
 SHOWN_CONDITIONS = 3
 
 
 def _box_lines(proof: Proof) -> list[str]:
-    lines = [f"{i.field} in [{float(i.low):g}, {float(i.high):g}]" for i in proof.intervals]
+    lines = [f"{i.field} in [{number_text(i.low)}, {number_text(i.high)}]" for i in proof.intervals]
     lines += [f"{c.field} in {{{', '.join(str(v) for v in c.values)}}}" for c in proof.choices]
     return lines or ["nothing varied: the scenario as written"]
 
@@ -43,7 +49,8 @@ def render_proof(proof: Proof, console: "Console") -> None:
     for line in _box_lines(proof):
         console.print(f"  {line}", highlight=False, soft_wrap=True)
     console.print(
-        f"{len(proof.paths):,} paths explored, {proof.behaviours:,} distinct behaviours, {proof.seconds:.1f} s",
+        f"{counted(len(proof.paths), 'path')} explored, {counted(proof.behaviours, 'distinct behaviour')}, "
+        f"{proof.seconds:.1f} s",
         highlight=False,
     )
     if proof.reason:
@@ -55,15 +62,20 @@ def render_proof(proof: Proof, console: "Console") -> None:
         return
     broken = len(proof.counterexamples)
     if proof.fails_everywhere:
-        console.print(f"\nThe claim fails on all {broken:,} paths: everywhere in the box.", highlight=False)
+        every = f"all {broken:,} paths" if broken > 1 else "its only path"
+        console.print(f"\nThe claim fails on {every}: everywhere in the box.", highlight=False)
     else:
         _print_conditions(proof, console)
-    first = next((p for p in proof.counterexamples if float_witness(p)), None)
+    first = next((p for p in proof.counterexamples if replayable(p)), None)
     if first is None:
         first = proof.counterexamples[0]
         console.print(f"\nA witness: {point_text(first.witness)}", highlight=False, soft_wrap=True)
         console.print(f"  {first.behaviour.describe()}", highlight=False, soft_wrap=True)
-        console.print("(an exact point no float reaches: `aggsim simulate` cannot replay it)", highlight=False)
+        console.print(
+            "(an exact point between two nanoseconds, the model's clock tick: `aggsim simulate` cannot be given it)",
+            highlight=False,
+            soft_wrap=True,
+        )
         return
     console.print(f"\nA witness: {point_text(first.witness)}", highlight=False, soft_wrap=True)
     console.print(f"  {first.behaviour.describe()}", highlight=False, soft_wrap=True)
@@ -73,13 +85,15 @@ def render_proof(proof: Proof, console: "Console") -> None:
 
 def _print_conditions(proof: Proof, console: "Console") -> None:
     broken = len(proof.counterexamples)
-    console.print(f"\nThe claim fails on {broken:,} of the paths. It fails where:", highlight=False)
+    share = f"{broken:,} of the {len(proof.paths):,} paths"
+    console.print(f"\nThe claim fails on {share}. It fails where:", highlight=False)
     for index, condition in enumerate(proof.conditions[:SHOWN_CONDITIONS]):
         console.print(f"  path {index + 1}:", highlight=False)
         for line in condition:
             console.print(f"    {line}", highlight=False, soft_wrap=True)
     if broken > SHOWN_CONDITIONS:
-        console.print(f"  (and {broken - SHOWN_CONDITIONS:,} more paths; --json lists them)", highlight=False)
+        more = counted(broken - SHOWN_CONDITIONS, "more path")
+        console.print(f"  (and {more}; --json lists them)", highlight=False)
 
 
 def proof_to_json(proof: Proof) -> dict:
@@ -98,6 +112,8 @@ def proof_to_json(proof: Proof) -> dict:
             {
                 "witness": {name: float(v) for name, v in p.witness.items()},
                 "witness_exact": {name: str(v) for name, v in p.witness.items()},
+                # whether `witness` is the point itself (whole nanoseconds): else only `witness_exact` takes the path
+                "replayable": replayable(p),
                 "choices": dict(p.choices),
                 "behaviour": p.behaviour.describe(),
                 "final_phase": p.behaviour.final_phase,
@@ -163,7 +179,7 @@ def table_rows():
 
 def _table_answer(proof: Proof) -> str:
     if proof.verdict != COUNTEREXAMPLE:
-        return f"**{proof.verdict}** ({len(proof.paths):,} paths)"
+        return f"**{proof.verdict}** ({counted(len(proof.paths), 'path')})"
     outcomes = sorted({p.behaviour.final_phase for p in proof.counterexamples})
     pairs = list(zip(proof.conditions, proof.counterexamples))
     # prove's order (regions with an inside first), the shortest condition among equals
@@ -173,7 +189,8 @@ def _table_answer(proof: Proof) -> str:
     where = f" where {where}," if len(where) <= TABLE_CONDITION_CHARS else ""
     share = f"on {len(proof.counterexamples):,} of {len(proof.paths):,} paths"
     if proof.fails_everywhere:
-        share, where = f"everywhere in the box (all {len(proof.paths):,} paths)", ""
+        every = f"all {len(proof.paths):,} paths" if len(proof.paths) > 1 else "its only path"
+        share, where = f"everywhere in the box ({every})", ""
     at = ", ".join(filter(None, [*(f"{n}={v}" for n, v in path.choices), point_text(path.witness)]))
     return f"**COUNTEREXAMPLE**: {' or '.join(outcomes)} {share}, e.g.{where} at {at}"
 

@@ -28,6 +28,7 @@ from typing import Callable, Optional
 from aggregation.engine import Clock
 from aggregation.explain import explain_prefix
 from aggregation.kinds import JobCondition
+from aggregation.nanoseconds import on_the_clock
 from aggregation.pods import Upload
 from aggregation.propeller import (
     UINT32_MAX,
@@ -150,7 +151,8 @@ class PropellerActor:
         alike = limit + 1 - self.failed_rounds  # the rounds still to fail before the one that aborts
         if until != math.inf:
             alike = min(alike, math.ceil((until - now) / retry))
-            while alike > 0 and not now + alike * retry < until:  # strictly before: a change at a round is seen
+            # strictly before: a change at a round is seen
+            while alike > 0 and not on_the_clock(now + alike * retry) < until:
                 alike -= 1
         if alike <= ROUNDS_RUN_ONE_BY_ONE:
             self._next_round(condition, retry)

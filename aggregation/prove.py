@@ -14,7 +14,6 @@ value.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -23,6 +22,7 @@ from typing import Callable, Iterator, Optional, Sequence
 from google.protobuf.descriptor import FieldDescriptor
 
 from aggregation import defaults, explore
+from aggregation.nanoseconds import PER_SECOND, decimal_places, decimal_text, on_the_grid
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.results import Execution
 from aggregation.scenario import ScenarioError, ScenarioSource
@@ -36,7 +36,7 @@ CONDITIONS = 8
 # --- what varies --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Interval:
-    """A continuous field over [low, high] (the bounds as the floats the user wrote, exactly)."""
+    """A continuous field over [low, high] (the bounds as the decimals the user wrote, exactly)."""
 
     field: str
     low: Fraction
@@ -49,6 +49,12 @@ class Choice:
 
     field: str
     values: tuple
+
+
+def _as_written(number: float) -> Fraction:
+    """A bound as the decimal it was typed as (30.4 is 152/5, not the float nearest it): the model's numbers are the
+    scenario's decimals (`aggregation.nanoseconds`)."""
+    return Fraction(repr(number))
 
 
 def parse_range(text: str, message: pb.Scenario) -> "Interval | Choice":
@@ -66,14 +72,14 @@ def parse_range(text: str, message: pb.Scenario) -> "Interval | Choice":
         high = explore.typed_value(name, descriptor, high_text)
         if high < low:
             raise ScenarioError(f"--vary {text!r}: the range is empty ({high:g} < {low:g})")
-        return Interval(name, Fraction(low), Fraction(high))
+        return Interval(name, _as_written(low), _as_written(high))
     if ":" in spec:
         raise ScenarioError(f"--vary {text!r}: prove takes a whole interval LO..HI, not a grid start:stop:step")
     values = tuple(explore.typed_value(name, descriptor, v.strip()) for v in spec.split(",") if v.strip())
     if not values:
         raise ScenarioError(f"--vary {text!r}: no values")
     if numeric and len(values) == 1:
-        return Interval(name, Fraction(values[0]), Fraction(values[0]))
+        return Interval(name, _as_written(values[0]), _as_written(values[0]))
     return Choice(name, tuple(dict.fromkeys(values)))
 
 
@@ -256,10 +262,12 @@ class PathResult:
     holds: bool
 
 
-def float_witness(path: PathResult) -> bool:
-    """Whether the path's witness is made of floats (a region too thin for one, e.g. two moments exactly equal,
-    has only exact rational witnesses: the plain simulator cannot be asked about them)."""
-    return all(Fraction(float(v)) == v for v in path.witness.values())
+def replayable(path: PathResult) -> bool:
+    """Whether `aggsim simulate` can be given the path's witness exactly: every value a whole number of nanoseconds,
+    the model's clock tick (`aggregation.nanoseconds`). A region too thin for such a point (a sliver narrower than a
+    nanosecond, or a line two moments exactly equal that no whole nanosecond lies on) has only exact rational
+    witnesses, which the plain simulator cannot be asked about."""
+    return all(on_the_grid(v) for v in path.witness.values())
 
 
 @dataclass(frozen=True)
@@ -386,7 +394,7 @@ def _in_region(point: dict, prefix: Sequence[Constraint], negated: Optional[Cons
 def _readable_point(
     point: dict, intervals: Sequence[Interval], prefix: Sequence[Constraint], negated: Optional[Constraint]
 ) -> dict:
-    """A nearby point with short decimals (a float each) still in the box and the region, when there is one:
+    """A nearby point with short decimals (whole nanoseconds) still in the box and the region, when there is one:
     witnesses a person can read and that plain-float replays reproduce."""
     bounds = {i.field: (i.low, i.high) for i in intervals}
     region = list(prefix) + ([] if negated is None else [negated])
@@ -404,35 +412,34 @@ def _readable_point(
     current = dict(point)
     for name in point:  # one field at a time, each with as few decimals as the region allows
         low, high = bounds[name]
-        for candidate_value in _short_decimals_near(float(point[name])):
+        for candidate_value in _short_decimals_near(point[name]):
             candidate = {**current, name: candidate_value}
             memo: dict = {}
             if low <= candidate_value <= high and all(kept(i, candidate, memo) for i in mentioning[name]):
                 current = candidate
                 break
-    as_float = {name: Fraction(float(v)) for name, v in current.items()}
-    in_box = all(bounds[n][0] <= v <= bounds[n][1] for n, v in as_float.items())
-    return as_float if in_box and _in_region(as_float, prefix, negated) else current
+    on_the_clock = {name: Fraction(round(v * PER_SECOND), PER_SECOND) for name, v in current.items()}
+    in_box = all(bounds[n][0] <= v <= bounds[n][1] for n, v in on_the_clock.items())
+    return on_the_clock if in_box and _in_region(on_the_clock, prefix, negated) else current
 
 
 def _short(point: dict) -> bool:
     """Whether every field's value has at most 6 decimals (what a person reads, and types into a scenario)."""
-    return all(Fraction(round(float(v), 6)) == v for v in point.values())
+    return all(round(v, 6) == v for v in point.values())
 
 
-def _short_decimals_near(value: float) -> Iterator[Fraction]:
-    """Floats with 0, 1, ... 9 decimals within one last digit of `value`: the rounding, then the decimal a last
-    digit past it on `value`'s side. z3 puts a point on its region's edge: where a strict bound is a short decimal
-    the rounding lands just outside, and the decimal on the inside is as short (0.1, not 0.19999999999999998).
-    Where `value` is itself a short decimal just outside (the float 0.95 below a region that starts at the exact
-    31 - 30 - 0.05), the decimals a last digit either side of it."""
+def _short_decimals_near(value: Fraction) -> Iterator[Fraction]:
+    """Decimals with 0, 1, ... 9 places within one last digit of `value`: the rounding, then the decimal a last digit
+    past it on `value`'s side. z3 puts a point on its region's edge: where a strict bound is a short decimal the
+    rounding lands just outside, and the decimal on the inside is as short (0.1, not 0.0999999999). Where `value` is
+    itself a short decimal on the edge, the decimals a last digit either side of it."""
     for digits in range(0, 10):
-        rounded = round(value, digits)
-        yield Fraction(rounded)
+        rounded, step = round(value, digits), Fraction(1, 10**digits)
+        yield rounded
         if rounded != value:
-            yield Fraction(round(rounded + math.copysign(10.0**-digits, value - rounded), digits))
+            yield rounded + (step if value > rounded else -step)
         else:
-            yield from (Fraction(round(value + step, digits)) for step in (-(10.0**-digits), 10.0**-digits))
+            yield from (value - step, value + step)
 
 
 def _combinations(choices: Sequence[Choice]) -> list[tuple]:
@@ -543,7 +550,7 @@ def inside_first(path: PathResult, intervals: Sequence[Interval]) -> tuple[bool,
     """Sort key: paths with an inside (a float witness, not on a boundary) first, the regions a reader can try with
     `simulate`; their conditions are the ones worth reading. Among those, witnesses in short decimals first: a
     region too thin for one (a sliver a nanosecond wide) is a poor example."""
-    return not float_witness(path), _thin(path, intervals), not _short(path.witness)
+    return not replayable(path), _thin(path, intervals), not _short(path.witness)
 
 
 def _thin(path: PathResult, intervals: Sequence[Interval]) -> bool:
@@ -584,9 +591,11 @@ def exact_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple[st
     return choices + (condition or ("anywhere in the box",))
 
 
-def _number_text(value: Fraction) -> str:
+def number_text(value: Fraction) -> str:
     if value.denominator == 1 and abs(value.numerator) < 10**16:
         return str(value.numerator)
+    if abs(value) < 10**6 and decimal_places(value) is not None:
+        return decimal_text(value)  # a bound as typed, a witness in whole nanoseconds: exactly, never ~30.4
     as_float = float(value)  # a huge whole float reads as 1e+30, not as its 31 digits
     if Fraction(as_float) == value:
         return repr(as_float)  # the shortest decimal that reads back as this float
@@ -605,10 +614,10 @@ def _term_text(key: TermKey) -> str:
     for atom, coefficient in items:
         sign = "-" if coefficient < 0 else "+"
         size = abs(coefficient)
-        body = _atom_text(atom) if size == 1 else f"{_number_text(size)}*{_atom_text(atom)}"
+        body = _atom_text(atom) if size == 1 else f"{number_text(size)}*{_atom_text(atom)}"
         text = (f"-{body}" if sign == "-" else body) if not text else f"{text} {sign} {body}"
     if const:
-        text += f" {'-' if const < 0 else '+'} {_number_text(abs(const))}"
+        text += f" {'-' if const < 0 else '+'} {number_text(abs(const))}"
     return text
 
 
@@ -621,12 +630,12 @@ def render_constraint(constraint: Constraint) -> str:
         bound = -const / coefficient
         if coefficient < 0:
             relation_text = {"<": ">", "<=": ">="}.get(relation_text, relation_text)
-        return f"{_atom_text(atom)} {relation_text} {_number_text(bound)}"
-    return f"{_term_text((items, Fraction(0)))} {relation_text} {_number_text(-const)}"
+        return f"{_atom_text(atom)} {relation_text} {number_text(bound)}"
+    return f"{_term_text((items, Fraction(0)))} {relation_text} {number_text(-const)}"
 
 
 def point_text(point: dict) -> str:
-    return ", ".join(f"{name}={_number_text(value)}" for name, value in point.items())
+    return ", ".join(f"{name}={number_text(value)}" for name, value in point.items())
 
 
 __all__ = [
@@ -644,5 +653,7 @@ __all__ = [
     "replay",
     "run_symbolic",
     "behaviour_of",
-    "float_witness",
+    "replayable",
+    "number_text",
+    "point_text",
 ]

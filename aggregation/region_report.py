@@ -30,7 +30,8 @@ def render_regions(cells: Sequence[RegionCell], meaning: dict, console: "Console
         behaviours = len({r.behaviour for r in region_map.regions})
         console.print(
             Text(
-                f"\n{cell.label}: {len(region_map.regions):,} paths, {behaviours:,} "
+                f"\n{cell.label}: {len(region_map.regions):,} path{'s' if len(region_map.regions) != 1 else ''}, "
+                f"{behaviours:,} "
                 f"behaviour{'s' if behaviours != 1 else ''}, {region_map.seconds:.1f} s",
                 style="bold",
             )

@@ -1,7 +1,8 @@
 """Symbolic numbers: the simulator's own code, run on numbers that remember which varied fields they came from.
 
 `aggsim prove` runs the ordinary simulator concolically. A varied field reads as a `Sym`: an exact concrete
-value (a `Fraction`, so the run follows real-number semantics, not float rounding) together with a linear term
+value (a `Fraction`, so the run follows real-number semantics, not float rounding; every constant it meets is read
+as the nanoseconds it stands for, `nanoseconds.exact`, as the simulator's clock reads it) together with a linear term
 over the varied fields. Arithmetic keeps the term; every comparison that a varied field decides (the event
 queue's ordering, a pod's state checks, the reader's timestamp comparison) is answered from the concrete value
 and recorded on the active `Path` as a linear constraint. `math.floor`, `math.ceil`, `round` and `//` become
@@ -22,6 +23,8 @@ import sys
 from fractions import Fraction
 from typing import Optional
 
+from aggregation.nanoseconds import exact
+
 #: An atom of a linear term: ("var", name) for a varied field, ("floor", key) for floor(term with that key).
 Atom = tuple
 #: A term's identity: its sorted (atom, coefficient) items and its constant.
@@ -35,8 +38,10 @@ _ACTIVE: Optional["Path"] = None
 def _fraction(value) -> Fraction:
     if isinstance(value, Fraction):
         return value
-    if isinstance(value, (int, float)):
-        return Fraction(value)  # exact: a float's binary value, not its decimal spelling
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        return exact(value)  # the nanoseconds it stands for, as the simulator's clock reads it: not its binary value
     raise TypeError(type(value).__name__)
 
 

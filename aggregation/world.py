@@ -15,6 +15,7 @@ from typing import Callable, Optional, Protocol
 
 from aggregation.engine import Clock
 from aggregation.kinds import CleanPodPolicy, JobCondition
+from aggregation.nanoseconds import on_the_clock
 from aggregation.operator import TrainingOperator
 from aggregation.pods import Upload
 from aggregation.propeller import (
@@ -206,7 +207,7 @@ class Attempt:
             elif event.kind == "checkpoint":
                 clock.at(event.at, pods.checkpoint)
             elif event.kind == "storage_outage":
-                self.outages.append((event.at, event.at + event.duration))
+                self.outages.append((event.at, on_the_clock(event.at + event.duration)))
                 clock.at(
                     event.at,
                     lambda e=event: self.log(Event(e.at, "blob store", What.STORAGE_OUTAGE, reason=f"{e.duration:g}")),

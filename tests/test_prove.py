@@ -19,6 +19,7 @@ from google.protobuf import text_format
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from aggregation import nanoseconds
 from aggregation import prove as P
 from aggregation.scenario import ScenarioError, parse_scenario_source, read_scenario
 from aggregation.strategies import boxes, scenarios
@@ -58,7 +59,7 @@ def test_a_symbolic_comparison_is_answered_concretely_and_recorded() -> None:
 
 def test_a_witness_just_inside_a_strict_bound_reads_as_the_short_decimal_on_the_inside() -> None:
     """z3 answers `0.05 < x < 0.2` with a point on the edge; rounding it gives 0.2, outside. The witness people read
-    (and replay in floats, well away from the bound) is 0.1, not 0.19999999999999998."""
+    (and replay in floats, well away from the bound) is 0.1, exactly the decimal, not 0.199999999999999."""
     edge = Fraction(2, 10) - Fraction(1, 10**15)
     path = Path({"x": (Fraction(0), Fraction(1))})
     with recording(path):
@@ -66,7 +67,7 @@ def test_a_witness_just_inside_a_strict_bound_reads_as_the_short_decimal_on_the_
         assert (x > 0.05) is True
         assert (x < 0.2) is True
     witness = P._readable_point({"x": edge}, [P.Interval("x", Fraction(0), Fraction(1))], path.constraints, None)
-    assert witness == {"x": Fraction(0.1)}
+    assert witness == {"x": Fraction(1, 10)}
 
 
 def test_a_comparison_the_box_decides_is_not_a_branch() -> None:
@@ -107,7 +108,7 @@ def test_upstream_silent_success_is_a_counterexample_with_its_condition() -> Non
     outcomes = {p.behaviour.outcome for p in proof.counterexamples}
     assert outcomes == {"SUCCEEDED_SILENTLY", "FAILED_PERMANENTLY"}
     for path in proof.counterexamples:
-        if P.float_witness(path):  # (a region too thin for a float, e.g. two moments exactly equal, is skipped)
+        if P.replayable(path):  # (a region too thin for a float, e.g. two moments exactly equal, is skipped)
             assert proof.replay(path).final_phase.value == path.behaviour.final_phase
     assert proof.conditions and all(isinstance(line, str) for line in proof.conditions[0])
 
@@ -271,9 +272,9 @@ def test_every_witness_replayed_on_plain_floats_does_what_its_path_recorded(case
     inside = 0
     for path in proof.paths:
         if all(relation != "==" for _, relation in path.constraints):
-            assert P.float_witness(path), P.point_text(path.witness)
+            assert P.replayable(path), P.point_text(path.witness)
             inside += 1
-        if P.float_witness(path):  # also a region held by an integer part's equation, e.g. two equal floors
+        if P.replayable(path):  # also a region held by an integer part's equation, e.g. two equal floors
             behaviour = P.behaviour_of(proof.replay(path))
             if behaviour != path.behaviour:
                 assert _within_rounding_of(proof, path.choices, path.witness, behaviour), P.point_text(path.witness)
@@ -324,32 +325,64 @@ def _within_rounding_of(proof, choices, point: dict, behaviour) -> bool:
     return any(isinstance(solver.point_in(p.constraints, None), dict) for p in candidates)
 
 
-def test_a_float_sum_rounded_across_a_boundary_is_the_only_disagreement_allowed() -> None:
-    """Exact over the reals, the plain simulator in floats: at a signal at 30 s and a 0.95 s shutdown, `30 + 0.95`
-    in floats is 3/2**52 below the exact sum of the two floats, which lies on the boundary where a whole-second
-    stamp of seed-pr's race, `floor(at + shutdown + 0.05)`, turns from 30 to 31 (torch `errors/error_handler.py`
-    stamps with `int(time.time())`; 0.05 s is the peer's broken collective).
-    Exactly, the point takes the FAILED_PERMANENTLY path; in floats it is retried, as on the real pods. The
-    exactness test accepts that disagreement only because a retrying path lies within a nanosecond; a point a
-    millisecond off the boundary is not excused."""
+def test_on_the_nanosecond_the_plain_simulator_agrees_even_on_a_boundary() -> None:
+    """`aggregation.nanoseconds`: a signal at 30.1 s and a 0.85 s shutdown lie on the boundary where seed-pr's
+    whole-second stamp, `floor(at + shutdown + 0.05)`, turns from 30 to 31 (torch `errors/error_handler.py` stamps
+    with `int(time.time())`; 0.05 s is the peer's broken collective). In plain floats that sum is 31.000000000000004;
+    the simulator's nanosecond clock puts it back on 31, so the simulator and the prover take the same path there.
+    A point between the nanoseconds (the float 0.85's binary value, 2e-17 below 0.85) is another real number: the
+    prover follows it exactly, and the simulator, given the float, reads 0.85. Only there may they differ."""
     proof = _cached(EXACTNESS_CASES[0])
-    choices = ()
     on_boundary = {
-        SIGNAL_AT: Fraction(30),
-        "timings.agent_shutdown_seconds": Fraction(0.95),
+        SIGNAL_AT: Fraction("30.1"),
+        "timings.agent_shutdown_seconds": Fraction("0.85"),
         "timings.upload_seconds": Fraction(1),
         "propeller.observation_delay_seconds": Fraction(7),
     }
-    assert Fraction(30.0 + 0.95) != Fraction(30) + Fraction(0.95)
+    assert 30.1 + 0.85 + 0.05 != 31
     exact = [p for p in proof.paths if all(holds(c, on_boundary) for c in p.constraints)]
     assert len(exact) == 1
-    in_floats = P.behaviour_of(P.replay(proof.problem, on_boundary))
-    assert in_floats != exact[0].behaviour
-    assert _within_rounding_of(proof, choices, on_boundary, in_floats)
-    off_boundary = {**on_boundary, "timings.agent_shutdown_seconds": Fraction(0.949)}
-    taken = [p for p in proof.paths if all(holds(c, off_boundary) for c in p.constraints)]
-    assert taken[0].behaviour == exact[0].behaviour
-    assert not _within_rounding_of(proof, choices, off_boundary, in_floats)
+    assert P.behaviour_of(P.replay(proof.problem, on_boundary)) == exact[0].behaviour
+    between = {**on_boundary, "timings.agent_shutdown_seconds": Fraction(0.85)}
+    below = [p for p in proof.paths if all(holds(c, between) for c in p.constraints)]
+    in_floats = P.behaviour_of(P.replay(proof.problem, between))
+    assert below[0].behaviour != exact[0].behaviour == in_floats
+    assert _within_rounding_of(proof, (), between, in_floats)
+
+
+def _grid_values(interval, witnesses: list) -> st.SearchStrategy:
+    """Whole nanoseconds in the interval, where boundaries are: its ends, the paths' witnesses (each on its region's
+    edge, often a tie), and short decimals anywhere."""
+    low, high = interval.low, interval.high
+    places = st.integers(0, 3).flatmap(
+        lambda d: st.integers(math.ceil(low * 10**d), math.floor(high * 10**d)).map(lambda n: Fraction(n, 10**d))
+    )
+    on_edges = st.sampled_from([low, high] + [w for w in witnesses if nanoseconds.on_the_grid(w)])
+    return st.one_of(places, on_edges)
+
+
+@pytest.mark.parametrize("case", EXACTNESS_CASES, ids=lambda c: f"{c[0]}-{c[3]}-{c[4]}")
+def test_at_whole_nanoseconds_the_plain_simulator_does_exactly_what_the_path_recorded(case) -> None:
+    """The prover's answer is about the points `aggsim simulate` is given: at any point written to the nanosecond,
+    on a boundary or not (a tie the scenario's decimals make, a box's corner), exactly one path covers it and the
+    plain simulator on plain floats does there exactly what that path recorded: no rounding is excused."""
+    proof = _cached(case)
+    fields = [
+        _grid_values(i, [p.witness[i.field] for p in proof.paths]).map(lambda v, f=i.field: (f, v))
+        for i in proof.intervals
+    ]
+
+    @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.tuples(*fields), st.tuples(*(st.sampled_from(c.values) for c in proof.choices)))
+    def check(values, chosen) -> None:
+        point = dict(values)
+        choices = tuple((c.field, v) for c, v in zip(proof.choices, chosen))
+        covering = [p for p in proof.paths if p.choices == choices and all(holds(c, point) for c in p.constraints)]
+        assert len(covering) == 1, f"{len(covering)} paths cover {P.point_text(point)}"
+        replayed = P.behaviour_of(P.replay(proof.problem.with_choices(choices), point))
+        assert replayed == covering[0].behaviour, P.point_text(point)
+
+    check()
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -376,7 +409,7 @@ def test_generated_scenarios_and_boxes_are_proved_exactly(data) -> None:
         return  # the budget ran out, or a run the prover cannot follow: never an answer, nothing to check
     event(f"answered: {'one path' if len(proof.paths) == 1 else 'several paths'}")
     for path in proof.paths:
-        if P.float_witness(path):
+        if P.replayable(path):
             behaviour = P.behaviour_of(proof.replay(path))
             assert behaviour == path.behaviour or _within_rounding_of(proof, path.choices, path.witness, behaviour)
     for _ in range(10):
@@ -411,7 +444,10 @@ def test_a_readable_condition_holds_exactly_where_its_path_is_taken(case) -> Non
         # the lines people read: families of pieces (`for n = 0 or 5: ... + n`), each value of n one piece
         read = [p for f in families(P.Solver(proof.intervals, 60_000), pieces) for p in family_pieces(f)]
         for _ in range(300):
-            point = {i.field: Fraction(rng.uniform(float(i.low), float(i.high))) for i in proof.intervals}
+            # each field anywhere in its range, or (half the time) the witness's value: a path held on a line of the
+            # box (`upload_seconds = 0.05`, a tie) is met only there
+            anywhere = {i.field: Fraction(rng.uniform(float(i.low), float(i.high))) for i in proof.intervals}
+            point = {name: path.witness[name] if rng.random() < 0.5 else v for name, v in anywhere.items()}
             recorded = all(holds(c, point) for c in path.constraints)
             assert any(piece_holds(piece, point) for piece in pieces) == recorded, P.point_text(point)
             assert any(piece_holds(piece, point) for piece in read) == recorded, P.point_text(point)
@@ -493,6 +529,50 @@ def test_cli_exit_status_says_the_verdict() -> None:
     whole = [a for v in SEED_BOX for a in ("--vary", v)]
     short = _aggsim("prove", PREEMPTION, "--claim", "retries", "--plugin", "recoverable", "--max-paths", "2", *whole)
     assert short.returncode == 3 and short.stdout.startswith("UNKNOWN") and "at most 2 paths" in short.stdout
+
+
+def test_a_tie_the_box_s_decimals_make_is_a_counterexample_simulate_reproduces() -> None:
+    """Found by an adversarial review: a signal at 30.4 s and a look 2.37 s after the last event put propeller's
+    look and the survivor's upload both at 33.55 s, a tie; read as the floats' binary values the tie lay 1e-15 s
+    outside the box and the prover answered PROVED, while `aggsim simulate` at that corner fails the job for good.
+    Read as the decimals written (`aggregation.nanoseconds`), the tie is in the box: a counterexample at its corner,
+    which the plain simulator reproduces, and which the JSON marks as replayable."""
+    box = (f"{SIGNAL_AT}=30..30.4", "propeller.observation_delay_seconds=0..2.37")
+    result = _aggsim(
+        "prove",
+        PREEMPTION,
+        "--claim",
+        "retries",
+        "--plugin",
+        "seed-pr",
+        "--json",
+        *[a for v in box for a in ("--vary", v)],
+    )
+    answer = json.loads(result.stdout)
+    assert result.returncode == 1 and answer["verdict"] == "COUNTEREXAMPLE", result.stdout
+    [broken] = answer["counterexamples"]
+    assert broken["witness"] == {SIGNAL_AT: 30.4, "propeller.observation_delay_seconds": 2.37}
+    assert broken["replayable"] and broken["final_phase"] == "FAILED_PERMANENTLY"
+    assert broken["condition"] == ["at_seconds + observation_delay_seconds >= 32.77"]
+    simulated = P.replay(
+        _proof(PREEMPTION, "retries", box, "seed-pr", True).problem,
+        {
+            SIGNAL_AT: Fraction("30.4"),
+            "propeller.observation_delay_seconds": Fraction("2.37"),
+        },
+    )
+    assert simulated.final_phase.value == "FAILED_PERMANENTLY"
+
+
+def test_a_witness_between_two_nanoseconds_is_marked_as_one_simulate_cannot_be_given() -> None:
+    """A box narrower than the model's clock tick holds no point `aggsim simulate` can be given: the answer still
+    stands (it is exact), and both outputs say its witness is exact only."""
+    box = ["--vary", f"{SIGNAL_AT}=30.3999999991..30.3999999999"]
+    args = ("prove", PREEMPTION, "--claim", "phase=SUCCEEDED", "--plugin", "upstream", *box)
+    answer = json.loads(_aggsim(*args, "--json").stdout)
+    assert answer["verdict"] == "COUNTEREXAMPLE" and not answer["counterexamples"][0]["replayable"]
+    text = _aggsim(*args)
+    assert "between two nanoseconds" in text.stdout and "Its timeline" not in text.stdout, text.stdout
 
 
 @pytest.mark.parametrize("width", [60, 80])

@@ -1,0 +1,65 @@
+"""The model's clock ticks in nanoseconds, as Go's `time.Time` and protobuf's `Timestamp` do.
+
+A scenario's moments are written as decimals (`at_seconds: 30.4`), and the model means those decimals: a signal at
+30.4 s and a 2.37 s delay look at 32.77 s, exactly. Floats cannot add decimals exactly (`30.4 + 2.37` is a float a
+few 1e-15 away from 32.77), so two moments the scenario makes equal could come out unequal, in either order,
+depending on how the sums were rounded. Both sides of the model therefore read numbers on one grid:
+
+- the simulator (plain floats) puts every moment it computes back on the nanosecond: `on_the_clock`;
+- the prover (exact rationals) reads every constant as the whole nanoseconds it stands for: `exact`.
+
+So at any point written to the nanosecond, `aggsim simulate` and `aggsim prove` follow the same path: a tie the
+scenario's decimals make is a tie in both.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+#: nanoseconds per second
+PER_SECOND = 10**9
+#: past this many seconds (about 48 days) a float no longer holds every nanosecond: moments are left as they are
+FLOAT_HOLDS_NANOSECONDS = 2.0**22
+
+
+def on_the_clock(moment):
+    """`moment` (seconds, a float) rounded to the nanosecond. Exact: `moment * 1e9` is within a small fraction of a
+    nanosecond of the true product below `FLOAT_HOLDS_NANOSECONDS`, and dividing the rounded whole number by 1e9 is
+    correctly rounded. A symbolic number (`aggsim prove`) is exact already and passes through, as do ints."""
+    if moment.__class__ is float and -FLOAT_HOLDS_NANOSECONDS < moment < FLOAT_HOLDS_NANOSECONDS:
+        return round(moment * 1e9) / 1e9
+    return moment
+
+
+def exact(value: float) -> Fraction:
+    """The number a float stands for: its whole nanoseconds, when it is within rounding of them (a scenario's
+    decimal, or a float sum of such), else the shortest decimal that reads back as it (`repr`)."""
+    if -FLOAT_HOLDS_NANOSECONDS < value < FLOAT_HOLDS_NANOSECONDS:
+        scaled = value * 1e9
+        whole = round(scaled)
+        if abs(scaled - whole) <= max(1e-6, abs(scaled) * 1e-12):
+            return Fraction(whole, PER_SECOND)
+    return Fraction(repr(value))
+
+
+def on_the_grid(value: Fraction) -> bool:
+    """Whether an exact number is a whole number of nanoseconds that a float holds: a point `aggsim simulate` can
+    be given exactly."""
+    return (value * PER_SECOND).denominator == 1 and abs(value) < FLOAT_HOLDS_NANOSECONDS
+
+
+def decimal_places(value: Fraction, most: int = 15) -> "int | None":
+    """How many decimal places write `value` exactly (at most `most`), or None when it takes more or never ends."""
+    for places in range(most + 1):
+        if (value * 10**places).denominator == 1:
+            return places
+    return None
+
+
+def decimal_text(value: Fraction) -> str:
+    """A decimal written out in full and no longer: 30.4, 0.000000001, -2 (`decimal_places` must say it ends)."""
+    places = decimal_places(value)
+    assert places is not None, value
+    whole, fraction = divmod(abs(value.numerator) * 10**places // value.denominator, 10**places)
+    sign = "-" if value < 0 else ""
+    return f"{sign}{whole}" + (f".{fraction:0{places}d}" if places else "")
