@@ -815,7 +815,10 @@ PROVE_EXIT = {"PROVED": 0, "COUNTEREXAMPLE": 1, "UNKNOWN": 3}
     "varies",
     multiple=True,
     metavar="FIELD=LO..HI",
-    help="every value in [LO, HI], e.g. attempts[0].events[1].at_seconds=30..31; or FIELD=a,b for a finite set",
+    help=(
+        "every value in [LO, HI], e.g. attempts[0].events[1].at_seconds=30..31 (an integer field: its whole values); "
+        "or FIELD=a,b for a finite set"
+    ),
 )
 @click.option("--plugin", type=PLUGIN_CHOICE, help="override the scenario's plugin variant")
 @click.option("--aggregation/--no-aggregation", default=None, help="override enable-distributed-error-aggregation")

@@ -20,7 +20,7 @@ from fractions import Fraction
 from typing import Optional, Sequence
 
 from aggregation.pieces import Row, TooManyPieces, path_pieces
-from aggregation.prove import Interval, PathResult, Solver, minimal_condition, render_constraint
+from aggregation.prove import Interval, PathResult, Solver, minimal_condition, render_constraint, value_text
 
 #: pieces shown for one path before the rest are counted (the JSON's exact form has everything)
 SHOWN_PIECES = 4
@@ -457,7 +457,7 @@ def readable_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple
     lines in parentheses are notes, not pieces."""
     names = short_names([i.field for i in intervals])
     order = {interval.field: index for index, interval in enumerate(intervals)}
-    choices = " and ".join(f"{name} = {value}" for name, value in path.choices)
+    choices = " and ".join(f"{name} = {value_text(value)}" for name, value in path.choices)
     found = condition_pieces(path, intervals)
     if found is None:
         exact = tuple(render_constraint(c) for c in minimal_condition(path, intervals))

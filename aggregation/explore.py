@@ -124,7 +124,7 @@ class NumberRange(Sequence):
 
 
 #: integer field types and the range protobuf (and Flyte, for retries: uint32) gives them
-_INTEGER_RANGES = {
+INTEGER_RANGES = {
     FieldDescriptor.TYPE_UINT32: (0, 2**32 - 1),
     FieldDescriptor.TYPE_INT32: (-(2**31), 2**31 - 1),
     FieldDescriptor.TYPE_UINT64: (0, 2**64 - 1),
@@ -140,6 +140,8 @@ def field_descriptor(message: pb.Scenario, path: str) -> FieldDescriptor:
     steps = path.split(".")
     for i, step in enumerate(steps):
         match = _STEP.fullmatch(step)
+        if not step:
+            raise ScenarioError(f"--vary {path!r}: no field name" if not path else f"--vary {path}: an empty step")
         if not match:
             raise ScenarioError(f"--vary {path}: bad field step {step!r}")
         name, index = match.group(1), match.group(2)
@@ -188,8 +190,8 @@ def typed_value(path: str, descriptor: FieldDescriptor, text: str):
             return enum.values_by_name[text].number
         names = ", ".join(v.name for v in enum.values)
         raise ScenarioError(f"--vary {path}: {text!r} is not a {enum.name} (expected one of {names})")
-    if kind in _INTEGER_RANGES:
-        low, high = _INTEGER_RANGES[kind]
+    if kind in INTEGER_RANGES:
+        low, high = INTEGER_RANGES[kind]
         try:
             value = int(text)
         except ValueError:
@@ -212,7 +214,7 @@ def parse_variation(text: str, message: pb.Scenario) -> Variation:
         raise ScenarioError(f"--vary {text!r}: expected FIELD=RANGE")
     name, spec = (part.strip() for part in text.split("=", 1))
     descriptor = field_descriptor(message, name)
-    numeric = descriptor.type in _INTEGER_RANGES or descriptor.type in (descriptor.TYPE_DOUBLE, descriptor.TYPE_FLOAT)
+    numeric = descriptor.type in INTEGER_RANGES or descriptor.type in (descriptor.TYPE_DOUBLE, descriptor.TYPE_FLOAT)
     if ":" in spec and numeric:
         parts = spec.split(":")
         if len(parts) != 3:
@@ -231,7 +233,7 @@ def parse_variation(text: str, message: pb.Scenario) -> Variation:
             raise ScenarioError(
                 f"--vary {text!r}: {count:,} values, over the {MAX_VALUES_PER_FIELD:,} a field may take; widen the step"
             )
-        return Variation(name, NumberRange(start, step, count, descriptor.type in _INTEGER_RANGES))
+        return Variation(name, NumberRange(start, step, count, descriptor.type in INTEGER_RANGES))
     values = tuple(typed_value(name, descriptor, v.strip()) for v in spec.split(",") if v.strip())
     if not values:
         raise ScenarioError(f"--vary {text!r}: no values")

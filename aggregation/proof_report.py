@@ -5,7 +5,16 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
-from aggregation.prove import COUNTEREXAMPLE, PROVED, Proof, inside_first, number_text, point_text, replayable
+from aggregation.prove import (
+    COUNTEREXAMPLE,
+    PROVED,
+    Proof,
+    inside_first,
+    number_text,
+    point_text,
+    replayable,
+    value_text,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -22,7 +31,7 @@ SHOWN_CONDITIONS = 3
 
 def _box_lines(proof: Proof) -> list[str]:
     lines = [f"{i.field} in [{number_text(i.low)}, {number_text(i.high)}]" for i in proof.intervals]
-    lines += [f"{c.field} in {{{', '.join(str(v) for v in c.values)}}}" for c in proof.choices]
+    lines += [f"{c.field} in {{{', '.join(value_text(v) for v in c.values)}}}" for c in proof.choices]
     return lines or ["nothing varied: the scenario as written"]
 
 

@@ -51,6 +51,10 @@ class Choice:
     values: tuple
 
 
+#: the most values an integer field's LO..HI may hold: each is explored as a box of its own
+MAX_WHOLE_NUMBERS = 100
+
+
 def _as_written(number: float) -> Fraction:
     """A bound as the decimal it was typed as (30.4 is 152/5, not the float nearest it): the model's numbers are the
     scenario's decimals (`aggregation.nanoseconds`)."""
@@ -65,13 +69,21 @@ def parse_range(text: str, message: pb.Scenario) -> "Interval | Choice":
     descriptor = explore.field_descriptor(message, name)
     numeric = descriptor.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT)
     if ".." in spec:
-        if not numeric:
-            raise ScenarioError(f"--vary {text!r}: {name} is not a number field; list its values: {name}=a,b")
+        whole = descriptor.type in explore.INTEGER_RANGES
+        if not numeric and not whole:
+            raise ScenarioError(f"--vary {text!r}: {name} takes no range of values; list them: {name}=a,b")
         low_text, high_text = (part.strip() for part in spec.split("..", 1))
         low = explore.typed_value(name, descriptor, low_text)
         high = explore.typed_value(name, descriptor, high_text)
         if high < low:
-            raise ScenarioError(f"--vary {text!r}: the range is empty ({high:g} < {low:g})")
+            raise ScenarioError(f"--vary {text!r}: the range is empty: its low end {low_text} is above {high_text}")
+        if whole:  # an integer field (retries, restarts): a finite set, each value a sub-box of its own
+            if high - low >= MAX_WHOLE_NUMBERS:
+                raise ScenarioError(
+                    f"--vary {text!r}: {high - low + 1:,} values are more than a proof takes (at most "
+                    f"{MAX_WHOLE_NUMBERS:,}, each a box of its own)"
+                )
+            return Choice(name, tuple(range(low, high + 1)))
         return Interval(name, _as_written(low), _as_written(high))
     if ":" in spec:
         raise ScenarioError(f"--vary {text!r}: prove takes a whole interval LO..HI, not a grid start:stop:step")
@@ -122,9 +134,11 @@ def parse_claim(text: str, message: pb.Scenario) -> Claim:
         for operator in ("!=", "="):
             prefix = subject + operator
             if text.startswith(prefix):
-                values = tuple(v.strip() for v in text[len(prefix) :].split("|") if v.strip())
-                if not values:
+                values = tuple(v.strip() for v in text[len(prefix) :].split("|"))
+                if values == ("",):
                     raise ScenarioError(f"--claim {text!r}: no value after {prefix}")
+                if "" in values:
+                    raise ScenarioError(f"--claim {text!r}: an empty alternative (nothing before or after a |)")
                 unknown = [v for v in values if allowed is not None and v not in allowed]
                 if unknown:
                     raise ScenarioError(
@@ -467,7 +481,7 @@ class _Budget:
         )
 
 
-def _refuse_a_box_past_the_model_s_limits(problem: Problem) -> None:
+def _refuse_a_box_past_the_model_s_limits(problem: Problem, combo: tuple) -> None:
     """The runs meet only the points z3 picks, so a field's own limits (finite, >= 0 unless signed, within the span a
     scenario may have) are checked where they are decided: each holds on an interval exactly when it holds at both
     ends, so the box's all-low and all-high corners are validated on plain floats first."""
@@ -475,7 +489,8 @@ def _refuse_a_box_past_the_model_s_limits(problem: Problem) -> None:
         try:
             problem.spec_from(problem.with_values(corner))
         except ScenarioError as e:
-            raise ProveError(f"the box holds scenarios the model refuses, e.g. at {point_text(corner)}: {e}") from None
+            at = point_text({**dict(combo), **corner})
+            raise ProveError(f"the box holds scenarios the model refuses, e.g. at {at}: {e}") from None
 
 
 def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, paths: list) -> str:
@@ -483,7 +498,7 @@ def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, 
     c1..c(i-1), not ci; each non-empty sibling is run, and its own siblings below that depth explored in turn.
     The regions partition the box, so when none is left every assignment has been covered exactly once.
     Returns "" when complete, else why not."""
-    _refuse_a_box_past_the_model_s_limits(problem)
+    _refuse_a_box_past_the_model_s_limits(problem, combo)
     solver = Solver(problem.intervals, int(max(1.0, budget.max_seconds - budget.elapsed()) * 1000))
     pending: list[tuple[tuple[Constraint, ...], Optional[Constraint]]] = [((), None)]
     while pending:
@@ -499,7 +514,8 @@ def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, 
         point = _readable_point(point, problem.intervals, prefix, negated)
         run = run_symbolic(problem, point)
         if run.refused is not None:
-            raise ProveError(f"the box holds scenarios the model refuses, e.g. at {point_text(point)}: {run.refused}")
+            at = point_text({**dict(combo), **point})
+            raise ProveError(f"the box holds scenarios the model refuses, e.g. at {at}: {run.refused}")
         if run.untraceable:
             return f"the simulator did what the prover cannot follow exactly: {run.untraceable[0]}"
         depth = len(prefix) + (negated is not None)
@@ -587,7 +603,7 @@ def minimal_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple[
 def exact_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple[str, ...]:
     """The path's recorded condition, minimal, with its integer parts (floors, roundings) as they are: exact."""
     condition = tuple(render_constraint(c) for c in minimal_condition(path, intervals))
-    choices = tuple(f"{name} = {value}" for name, value in path.choices)
+    choices = tuple(f"{name} = {value_text(value)}" for name, value in path.choices)
     return choices + (condition or ("anywhere in the box",))
 
 
@@ -634,8 +650,19 @@ def render_constraint(constraint: Constraint) -> str:
     return f"{_term_text((items, Fraction(0)))} {relation_text} {number_text(-const)}"
 
 
+def value_text(value) -> str:
+    """A varied field's value as it is typed: a number exactly, a boolean as `true`, a string as it is."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return number_text(Fraction(repr(value)))
+    if isinstance(value, Fraction):
+        return number_text(value)
+    return str(value)
+
+
 def point_text(point: dict) -> str:
-    return ", ".join(f"{name}={number_text(value)}" for name, value in point.items())
+    return ", ".join(f"{name}={value_text(value)}" for name, value in point.items())
 
 
 __all__ = [

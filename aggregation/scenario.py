@@ -156,9 +156,7 @@ def _timing(base: PodTiming, message: pb.PodTimings) -> PodTiming:
         values["peer_failure_after"] = None
         values["restarts"] = max(base.restarts, 1)  # waiting in rendezvous is what an agent with restarts left does
         wait = reaction.wait_in_rendezvous
-        values["join_timeout"] = (
-            wait.timeout_seconds if wait.HasField("timeout_seconds") else base.join_timeout
-        )
+        values["join_timeout"] = wait.timeout_seconds if wait.HasField("timeout_seconds") else base.join_timeout
     return replace(base, **values)
 
 
@@ -178,13 +176,17 @@ def _propeller_config(propeller: pb.Propeller) -> PropellerConfig:
 
 
 class _Locator:
-    """Finds the line of a field in the scenario text, for error messages."""
+    """Finds the line of a field in the scenario text, for error messages. A variant of the scenario (a sweep's or a
+    proof's point) has no text of its own: its errors name the file and the field, never a line of the file that
+    holds some other field of that name."""
 
-    def __init__(self, path: str, text: str) -> None:
+    def __init__(self, path: str, text: Optional[str]) -> None:
         self.path = path
-        self.lines = text.splitlines()
+        self.lines = text.splitlines() if text is not None else None
 
     def line_of(self, pattern: str, occurrence: int = 0) -> int:
+        if self.lines is None:
+            return 0
         regex = re.compile(pattern)
         seen = 0
         for number, line in enumerate(self.lines, start=1):
@@ -195,7 +197,8 @@ class _Locator:
         return 1
 
     def error(self, line: int, field_path: str, problem: str) -> ScenarioError:
-        return ScenarioError(f"{self.path}:{line}: {field_path}: {problem}")
+        where = f"{self.path}:{line}" if line else f"{self.path} (as varied)"
+        return ScenarioError(f"{where}: {field_path}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,9 @@ class ScenarioSource:
 
     def spec(self, plugin_override: Optional[str] = None, message: Optional[pb.Scenario] = None) -> ScenarioSpec:
         """Check the scenario (or a variant of it, e.g. from a sweep) and apply the defaults."""
-        return _check(message if message is not None else self.message, _Locator(self.path, self.text), plugin_override)
+        as_written = message is None or message == self.message
+        where = _Locator(self.path, self.text if as_written else None)
+        return _check(self.message if message is None else message, where, plugin_override)
 
 
 def parse_text_proto(text: str, message, path: str, error: type[ValueError] = ScenarioError):

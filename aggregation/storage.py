@@ -197,7 +197,7 @@ class FsspecPrefix:
         self.root = root.rstrip("/")
         self.requests = RequestCounter()
         if self._is_local() and not self.fs.isdir(self.root):
-            raise PrefixNotFound(f"{url}: no such file or directory")
+            raise PrefixNotFound(_not_a_directory(url, self.fs.exists(self.root)))
         if self.remote:
             self._probe(protocol)
 
@@ -327,6 +327,12 @@ class FsspecPrefix:
             raise StorageError(f"failed to read {self.location}/{key}: {e}") from None
 
 
+def _not_a_directory(location: str, exists: bool) -> str:
+    if exists:
+        return f"{location}: a file, not an output prefix (the directory an attempt's pods upload into)"
+    return f"{location}: no such file or directory"
+
+
 class LocalPrefix:
     """An output prefix in a local directory; keys are `/`-separated paths relative to it."""
 
@@ -335,7 +341,7 @@ class LocalPrefix:
         self.location = location or directory
         self.requests = RequestCounter()
         if not os.path.isdir(self.root):
-            raise PrefixNotFound(f"{self.location}: no such file or directory")
+            raise PrefixNotFound(_not_a_directory(self.location, os.path.exists(self.root)))
 
     def _full(self, key: str) -> str:
         return self.root + "/" + key  # keys are "/"-separated, as on POSIX

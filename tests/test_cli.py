@@ -181,6 +181,7 @@ def test_ten_thousand_files(prefix):
     "args, message",
     [
         (["explain", "/nonexistent/prefix"], "no such file or directory"),
+        (["explain", str(Path(__file__))], "a file, not an output prefix"),
         (["explain", "nosuchfs://b/p"], "no filesystem"),
         (["explain", ".", "--strategy", "latest"], "Invalid value for '--strategy'"),
         (["explain", ".", "--retries", "-1"], "Invalid value for '--retries'"),

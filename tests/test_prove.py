@@ -202,6 +202,8 @@ def test_a_box_reaching_past_a_field_s_limit_is_refused_even_where_no_explored_p
         ("phase=DONE", "not a phase"),
         ("sometimes", "expected retries"),
         ("genuine-error-wins", "no worker_error"),
+        ("phase=SUCCEEDED|", "an empty alternative"),
+        ("code=|X", "an empty alternative"),
     ],
 )
 def test_bad_claims_are_one_line(claim: str, problem: str) -> None:
@@ -212,15 +214,43 @@ def test_bad_claims_are_one_line(claim: str, problem: str) -> None:
 @pytest.mark.parametrize(
     "vary, problem",
     [
-        ("timings.upload_seconds=3..1", "empty"),
+        ("timings.upload_seconds=3..1", "empty: its low end 3 is above 1"),
         ("timings.upload_seconds=0:1:0.1", "whole interval"),
-        ("attempts[0].events[1].pod=0..1", "not a number field"),
+        ("attempts[0].events[1].pod=0..1", "takes no range of values"),
         ("timings.nothing=0..1", "no field"),
+        ("=0..1", "no field name"),
+        ("timings..upload_seconds=0..1", "an empty step"),
+        ("task.retries=0..1000", "1,001 values are more than a proof takes"),
     ],
 )
 def test_bad_ranges_are_one_line(vary: str, problem: str) -> None:
     with pytest.raises(ScenarioError, match=problem):
         P.parse_range(vary, read_scenario(PREEMPTION).message)
+
+
+def test_an_integer_field_s_range_is_the_finite_set_of_its_values() -> None:
+    """`task.retries=0..3` is what a person types for "any retry budget up to 3": the values 0, 1, 2 and 3, each
+    explored as a box of its own, and printed as typed."""
+    retries = P.parse_range("task.retries=0..3", read_scenario(PREEMPTION).message)
+    assert retries == P.Choice("task.retries", (0, 1, 2, 3))
+    proof = _proof(PREEMPTION, "retries", ["task.retries=0..2"], "recoverable", True)
+    assert {p.choices for p in proof.paths} == {(("task.retries", n),) for n in (0, 1, 2)}
+
+
+def test_a_refusal_inside_a_varied_box_names_the_field_not_a_line_of_another() -> None:
+    """The scenario's default `timings` has no clock offset; a pod's `pod_timings` has one. A box past the model's
+    limits on the default's names that field, and no line of the file (the line found would be the other's); a
+    box of choices only names its choice."""
+    source = read_scenario(PREEMPTION)
+    claim = P.parse_claim("retries", source.message)
+    offsets = [P.parse_range("timings.clock_offset_seconds=-1e9..0", source.message)]
+    with pytest.raises(P.ProveError) as refused:
+        P.prove(source, claim, offsets)
+    assert "(as varied): timings.clock_offset_seconds: -1e+09 s is beyond" in str(refused.value)
+    assert ".textproto:" not in str(refused.value)
+    uploads = [P.parse_range("timings.upload_seconds=-1,2", source.message)]
+    with pytest.raises(P.ProveError, match=r"e.g. at timings.upload_seconds=-1: "):
+        P.prove(source, claim, uploads)
 
 
 # --- exactness ---------------------------------------------------------------------------------------------
