@@ -50,6 +50,24 @@ def _echo_json(value) -> None:
         sys.stdout.flush()
 
 
+#: spaces at the end of a line, before any colour codes that close it
+_TRAILING_SPACES = re.compile(r" +((?:\x1b\[[0-9;]*m)*)(?=\n)")
+
+
+class _WithoutTrailingSpaces:
+    """rich wraps a long line at a space and leaves the space at the end of the line, where a diff, a `grep ' $'`
+    or a copy-paste trips on it: each line is written without it. Everything else is the stream's own."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(_TRAILING_SPACES.sub(r"\1", text))
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def _console(stderr: bool = False) -> Console:
     from rich.console import Console
 
@@ -58,6 +76,14 @@ def _console(stderr: bool = False) -> Console:
             """rich exits 1 when the reader goes away (`| head`), which `prove` means as COUNTEREXAMPLE: let the
             group end it as for any other output (128 + SIGPIPE)."""
             raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+        @property
+        def file(self):
+            return _WithoutTrailingSpaces(Console.file.fget(self))
+
+        @file.setter
+        def file(self, new_file) -> None:
+            self._file = new_file
 
     return PipedConsole(stderr=stderr)
 

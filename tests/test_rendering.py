@@ -57,6 +57,8 @@ def test_simulate_shows_every_file_pod_and_code_in_full(scenario, columns):
     for name in expected:
         assert name in text, (columns, name)
     assert "…" not in text and all(len(line) <= columns for line in text.splitlines() if " " in line.strip())
+    # rich wraps at a space and leaves it at the line's end: `aggsim` writes each line without it
+    assert [line for line in text.splitlines() if line != line.rstrip()] == []
 
 
 @pytest.mark.parametrize("columns", [80, 200])
@@ -104,6 +106,7 @@ def test_sweep_and_demo_tables_keep_every_header_and_count_whole(columns, demo_a
         for words in ("retried", "failed permanently", "succeeded silently", "genuine error masked", "recoverable"):
             assert words in text.replace("\n", " ").replace("│", " ") or words in text, (columns, words)
         assert "(100%)" in text and not any(line.rstrip().endswith("(") for line in text.splitlines())
+        assert all(line == line.rstrip() for line in text.splitlines())
     assert "10368" in demo
     # `make demo` runs `aggsim demo`: the seed incident through the sweep
     for text in ("The seed incident", "genuine error", "upstream", "seed-pr", "recoverable", "silently", "masked"):
