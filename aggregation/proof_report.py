@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,30 @@ def _header_lines(proof: Proof, width: int) -> list[str]:
     )
 
 
+#: `> 33.5`, `+ n`, `-> FAIL`: an operator and its operand, kept on one line
+_OPERATOR_AND_OPERAND = re.compile(r" (<=|>=|!=|->|<|>|=|\+|-) (?=\S)(\S+)")
+
+
+def _print_wrapped(console: "Console", text: str, indent: str = "", joint: str = " ") -> None:
+    """One line of the answer, broken where it joins its parts (a condition's ` and `, a witness's `, `) and only
+    then at words, each continuation under a deeper indent: rich would cut it anywhere."""
+    width, deeper = max(console.width, 40), indent + "    "
+    carried, kept = ("", joint.strip()) if joint == ", " else (joint.strip() + " ", "")
+    parts = text.split(joint) if joint != " " else [text]
+    lines = [indent + parts[0]]
+    for part in parts[1:]:
+        if len(lines[-1]) + len(joint) + len(part) <= width:
+            lines[-1] += joint + part
+        else:
+            lines[-1] += kept
+            lines.append(deeper + carried + part)
+    for line in lines:  # a part longer than the line: at words, never between an operator and what it applies to
+        bound = _OPERATOR_AND_OPERAND.sub(lambda m: f" {m[1]}\xa0{m[2]}", line)
+        pieces = textwrap.wrap(bound, width, subsequent_indent=deeper, break_long_words=False, break_on_hyphens=False)
+        for piece in pieces or [line]:
+            console.print(piece.replace("\xa0", " "), highlight=False, soft_wrap=True, markup=False)
+
+
 def render_proof(proof: Proof, console: "Console") -> None:
     from rich.text import Text
 
@@ -56,14 +81,14 @@ def render_proof(proof: Proof, console: "Console") -> None:
         else:
             console.print(Text(line), highlight=False, soft_wrap=True)
     for line in _box_lines(proof):
-        console.print(f"  {line}", highlight=False, soft_wrap=True)
+        _print_wrapped(console, line, "  ")
     console.print(
         f"{counted(len(proof.paths), 'path')} explored, {counted(proof.behaviours, 'distinct behaviour')}, "
         f"{proof.seconds:.1f} s",
         highlight=False,
     )
     if proof.reason:
-        console.print(f"not every path was explored: {proof.reason}", highlight=False, soft_wrap=True)
+        _print_wrapped(console, f"not every path was explored: {proof.reason}")
     if proof.verdict == PROVED:
         return
     if proof.verdict != COUNTEREXAMPLE:
@@ -78,16 +103,18 @@ def render_proof(proof: Proof, console: "Console") -> None:
     first = next((p for p in proof.counterexamples if replayable(p)), None)
     if first is None:
         first = proof.counterexamples[0]
-        console.print(f"\nA witness: {point_text(first.witness)}", highlight=False, soft_wrap=True)
-        console.print(f"  {first.behaviour.describe()}", highlight=False, soft_wrap=True)
+        console.print()
+        _print_wrapped(console, f"A witness: {point_text(first.witness)}", joint=", ")
+        _print_wrapped(console, first.behaviour.describe(), "  ")
         console.print(
             "(an exact point between two nanoseconds, the model's clock tick: `aggsim simulate` cannot be given it)",
             highlight=False,
             soft_wrap=True,
         )
         return
-    console.print(f"\nA witness: {point_text(first.witness)}", highlight=False, soft_wrap=True)
-    console.print(f"  {first.behaviour.describe()}", highlight=False, soft_wrap=True)
+    console.print()
+    _print_wrapped(console, f"A witness: {point_text(first.witness)}", joint=", ")
+    _print_wrapped(console, first.behaviour.describe(), "  ")
     console.print("Its timeline (the plain simulator at that point):", highlight=False)
     render_execution(proof.replay(first), console)
 
@@ -99,7 +126,7 @@ def _print_conditions(proof: Proof, console: "Console") -> None:
     for index, condition in enumerate(proof.conditions[:SHOWN_CONDITIONS]):
         console.print(f"  path {index + 1}:", highlight=False)
         for line in condition:
-            console.print(f"    {line}", highlight=False, soft_wrap=True)
+            _print_wrapped(console, line, "    ", joint=" and ")
     if broken > SHOWN_CONDITIONS:
         more = counted(broken - SHOWN_CONDITIONS, "more path")
         console.print(f"  (and {more}; --json lists them)", highlight=False)

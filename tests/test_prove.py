@@ -627,6 +627,30 @@ def test_the_answer_fits_the_terminal_and_cuts_no_word(width: int) -> None:
     assert words[-2:] == ["or", "Y"], words  # the meaning ends whole: "... or Unknown or Y"
 
 
+@pytest.mark.parametrize("width", [60, 80])
+def test_conditions_and_witness_wrap_where_their_parts_join(width: int) -> None:
+    """A counterexample's conditions break at their ` and `s, the witness at its fields, and only then at words
+    (an operator stays with its operand): every line fits, none ends in a space, and nothing is lost."""
+    import io
+
+    from rich.console import Console
+
+    from aggregation.proof_report import render_proof
+
+    proof = _cached(EXACTNESS_CASES[0])
+    out = io.StringIO()
+    render_proof(proof, Console(file=out, width=width, color_system=None))
+    text = out.getvalue().split("Its timeline")[0]
+    lines = text.splitlines()
+    assert all(len(line) <= width and line == line.rstrip() for line in lines), [x for x in lines if len(x) > width]
+    assert not any(line.rstrip().endswith(("<", ">", "=", "+", "-")) for line in lines), text
+    flowing = " ".join(line.strip() for line in lines)
+    for condition in proof.conditions[:3]:
+        for part in condition:
+            assert part in flowing, part
+    assert f"A witness: {P.point_text(proof.counterexamples[0].witness)}" in flowing
+
+
 def test_cli_bad_input_is_one_line_and_exit_2() -> None:
     result = _aggsim("prove", PREEMPTION, "--claim", "retries", "--vary", "timings.upload_seconds=x..1")
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
