@@ -142,7 +142,11 @@ def _own_interrupts() -> None:
 
 class ReaderGone(Exception):
     """Our output's reader went away (`| head`). Not an OSError: click would turn that into exit 1, which `prove`
-    means as COUNTEREXAMPLE."""
+    means as COUNTEREXAMPLE.
+
+    A closed pipe passes three layers, each against one library's default: rich's console (`on_broken_pipe`) would
+    exit 1 itself, so it raises BrokenPipeError; click's `main` would make that exit 1, so the group's `invoke`
+    turns it into this; and our `main` ends both (either can reach it) with 128 + SIGPIPE, as a shell expects."""
 
 
 class AggsimGroup(click.Group):
