@@ -174,6 +174,10 @@ class Pod:
     def _log(self, what: What, **fields) -> None:
         self.world.log(Event(self.clock.now, self.name, what, **fields))
 
+    def _own_clock(self, moment: float) -> float:
+        """What this node's clock reads at scenario time `moment` (every stamp it writes), on the nanosecond."""
+        return on_the_clock(moment + self.offset)
+
     def _later(self, delay: float, action: Callable[[], None]) -> None:
         self._course.append(self.clock.at(self.clock.now + delay, action))
 
@@ -275,8 +279,7 @@ class Pod:
             self.clock.at(arrived + shutdown, lambda: self.group.peer_died(self, arrived + shutdown))
 
     def _on_signal_caught(self, arrived: float) -> None:
-        on_own_clock = on_the_clock(arrived + self.offset), on_the_clock(self.clock.now + self.offset)
-        stamp = self.plugin.signal_report(*on_own_clock)
+        stamp = self.plugin.signal_report(self._own_clock(arrived), self._own_clock(self.clock.now))
         sibling = self._sibling_report() if self.plugin.yields_to_siblings else None
         if stamp is not None and sibling is not None:
             self._log(What.YIELDS, file=sibling)
@@ -306,7 +309,7 @@ class Pod:
         record = ErrorRecord(
             code,
             recoverable,
-            self.plugin.worker_failure_stamp(on_the_clock(failed_at + self.offset)),
+            self.plugin.worker_failure_stamp(self._own_clock(failed_at)),
             self.worker_name,
             message or "worker failed",
             genuine,
@@ -345,8 +348,7 @@ class Pod:
             return
         now = self.clock.now
         if now >= deadline:
-            stamp = on_the_clock(now + self.offset)
-            record = ErrorRecord(CODE_RECOVERABLE, True, stamp, self.worker_name, COLLATERAL_MESSAGE)
+            record = ErrorRecord(CODE_RECOVERABLE, True, self._own_clock(now), self.worker_name, COLLATERAL_MESSAGE)
             self._change_course(PodState.STOPPING)
             self._finish(record)
             return
@@ -391,7 +393,7 @@ class Pod:
             self._collateral()
             return
         self._change_course(PodState.STOPPING)
-        stamp = on_the_clock(self.clock.now + self.offset)
+        stamp = self._own_clock(self.clock.now)
         self._finish(ErrorRecord(CODE_RENDEZVOUS_TIMEOUT, False, stamp, self.worker_name, error))
 
     def restarted(self) -> None:

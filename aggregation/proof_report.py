@@ -26,6 +26,10 @@ def counted(count: int, thing: str) -> str:
     return f"{count:,} {thing}" + ("" if count == 1 else "s")
 
 
+def _every_path(count: int) -> str:
+    return f"all {count:,} paths" if count > 1 else "its only path"
+
+
 #: counterexample paths whose conditions are listed (the JSON carries them all)
 SHOWN_CONDITIONS = 3
 
@@ -96,25 +100,20 @@ def render_proof(proof: Proof, console: "Console") -> None:
         return
     broken = len(proof.counterexamples)
     if proof.fails_everywhere:
-        every = f"all {broken:,} paths" if broken > 1 else "its only path"
-        console.print(f"\nThe claim fails on {every}: everywhere in the box.", highlight=False)
+        console.print(f"\nThe claim fails on {_every_path(broken)}: everywhere in the box.", highlight=False)
     else:
         _print_conditions(proof, console)
-    first = next((p for p in proof.counterexamples if replayable(p)), None)
-    if first is None:
-        first = proof.counterexamples[0]
-        console.print()
-        _print_wrapped(console, f"A witness: {point_text(first.witness)}", joint=", ")
-        _print_wrapped(console, first.behaviour.describe(), "  ")
+    first = next((p for p in proof.counterexamples if replayable(p)), proof.counterexamples[0])
+    console.print()
+    _print_wrapped(console, f"A witness: {point_text(first.witness)}", joint=", ")
+    _print_wrapped(console, first.behaviour.describe(), "  ")
+    if not replayable(first):
         console.print(
             "(an exact point between two nanoseconds, the model's clock tick: `aggsim simulate` cannot be given it)",
             highlight=False,
             soft_wrap=True,
         )
         return
-    console.print()
-    _print_wrapped(console, f"A witness: {point_text(first.witness)}", joint=", ")
-    _print_wrapped(console, first.behaviour.describe(), "  ")
     console.print("Its timeline (the plain simulator at that point):", highlight=False)
     render_execution(proof.replay(first), console)
 
@@ -225,8 +224,7 @@ def _table_answer(proof: Proof) -> str:
     where = f" where {where}," if len(where) <= TABLE_CONDITION_CHARS else ""
     share = f"on {len(proof.counterexamples):,} of {len(proof.paths):,} paths"
     if proof.fails_everywhere:
-        every = f"all {len(proof.paths):,} paths" if len(proof.paths) > 1 else "its only path"
-        share, where = f"everywhere in the box ({every})", ""
+        share, where = f"everywhere in the box ({_every_path(len(proof.paths))})", ""
     at = ", ".join(filter(None, [*(f"{n}={v}" for n, v in path.choices), point_text(path.witness)]))
     return f"**COUNTEREXAMPLE**: {' or '.join(outcomes)} {share}, e.g.{where} at {at}"
 

@@ -655,7 +655,7 @@ def value_text(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return number_text(Fraction(repr(value)))
+        return number_text(_as_written(value))
     if isinstance(value, Fraction):
         return number_text(value)
     return str(value)

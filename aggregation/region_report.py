@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from aggregation.explore import BAD, GOOD, OUTCOMES
+from aggregation.proof_report import counted
 from aggregation.regions import RegionCell
 
 if TYPE_CHECKING:
@@ -30,9 +31,8 @@ def render_regions(cells: Sequence[RegionCell], meaning: dict, console: "Console
         behaviours = len({r.behaviour for r in region_map.regions})
         console.print(
             Text(
-                f"\n{cell.label}: {len(region_map.regions):,} path{'s' if len(region_map.regions) != 1 else ''}, "
-                f"{behaviours:,} "
-                f"behaviour{'s' if behaviours != 1 else ''}, {region_map.seconds:.1f} s",
+                f"\n{cell.label}: {counted(len(region_map.regions), 'path')}, {counted(behaviours, 'behaviour')}, "
+                f"{region_map.seconds:.1f} s",
                 style="bold",
             )
         )
