@@ -115,7 +115,7 @@ class RealPods:
         self.control = self.base / "control.json"
         self.checkpoint_path = self.base / "checkpoint"
         self.previous_checkpoint = previous_checkpoint
-        self.commands: dict = {"raise": [], "checkpoints": 0, "finish": False}
+        self.commands: list[dict] = []  # in the order the scenario's events happened (workloads.due)
         self.processes: dict[str, LocalPod] = {}
         self.reported_exits: set[str] = set()
         self.watcher = UploadWatcher(self.prefix)
@@ -221,20 +221,21 @@ class RealPods:
 
     def worker_error(self, pod: str, recoverable: bool, message: str) -> None:
         rank = self.spec.pods.index(pod) * self.spec.nproc_per_node  # the pod's first worker
-        self.commands["raise"].append({"rank": rank, "message": message, "recoverable": recoverable})
-        self._write_commands()
+        self._command({"do": "raise", "rank": rank, "message": message, "recoverable": recoverable})
 
     def checkpoint(self) -> None:
-        self.commands["checkpoints"] += 1
-        self._write_commands()
+        self._command({"do": "checkpoint"})
 
     def complete(self) -> None:
-        self.commands["finish"] = True
+        self._command({"do": "finish"})
+
+    def _command(self, command: dict) -> None:
+        self.commands.append(command)
         self._write_commands()
 
     def _write_commands(self) -> None:
         temporary = self.control.with_suffix(".tmp")
-        temporary.write_text(json.dumps(self.commands))
+        temporary.write_text(json.dumps({"commands": self.commands}))
         os.replace(temporary, self.control)
 
     def wrote_checkpoint(self) -> bool:

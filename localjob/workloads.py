@@ -14,11 +14,13 @@ serves every scenario:
 - ``AGGSIM_TRAIN_SECONDS``: how long to keep training (an ``all_reduce`` per step) before returning;
   default 60 s, i.e. "until something stops us".
 - ``AGGSIM_CONTROL``: a JSON file the local job runner rewrites (atomically) at the moment a scenario
-  event happens, holding every command so far: ``raise`` (``[{"rank", "message", "recoverable"}]``:
-  that rank raises now, ``FlyteRecoverableException`` if recoverable), ``checkpoints`` (how many
-  checkpoints rank 0 has been told to write through flytekit's checkpoint API) and ``finish`` (training
-  is complete). Workers read it every step. At start rank 0 reads the previous attempt's checkpoint
-  (``--prev-checkpoint``) and records ``resumed-<step>``.
+  event happens, holding every command so far, in the order they happened (``{"commands": [...]}``):
+  ``{"do": "raise", "rank", "message", "recoverable"}`` (that rank raises now, ``FlyteRecoverableException``
+  if recoverable), ``{"do": "checkpoint"}`` (rank 0 writes a checkpoint through flytekit's checkpoint API)
+  and ``{"do": "finish"}`` (training is complete). Workers read it every step and act on the new commands
+  in order (`due`), so a worker that reads two at once (a slow step under load) still does what the
+  first one says. At start rank 0 reads the previous attempt's checkpoint (``--prev-checkpoint``) and
+  records ``resumed-<step>``.
 
 There is no list of declared tasks: a `Workload` (plugin variant, start method, nodes, processes per node,
 restarts, join timeout) is the loader arguments of the pod's command line, and `resolver` builds the task in
@@ -96,6 +98,19 @@ def _save_step(step: int) -> None:
         pass
 
 
+def due(commands: list[dict], handled: int) -> tuple[list[dict], int, bool]:
+    """The commands after the first `handled` a worker acts on, how many it has handled then, and whether
+    training is complete. Nothing after a finish is acted on: training completed before it happened, so a
+    worker error the runner wrote after the finish must not fire in a worker that reads both at once."""
+    new = []
+    for command in commands[handled:]:
+        handled += 1
+        if command["do"] == "finish":
+            return new, handled, True
+        new.append(command)
+    return new, handled, False
+
+
 def train() -> None:
     """SGD on a tiny model, gradients averaged with a gloo `all_reduce`: a peer's death breaks the survivors."""
     import torch
@@ -132,24 +147,25 @@ def train() -> None:
 
     deadline = time.time() + float(os.environ.get("AGGSIM_TRAIN_SECONDS", "60"))
     step = start_step
-    checkpoints_written = 0
-    while True:
-        control = _control()
-        for command in control.get("raise", ()):
+    handled = checkpoints_written = 0
+    finished = False
+    while not finished:
+        new, handled, finished = due(_control().get("commands", []), handled)
+        for command in new:
             # once per attempt: a worker group torch restarts (max_restarts) reads the same commands again
-            if command["rank"] == rank and not _recorded("raise", rank):
+            if command["do"] == "raise" and command["rank"] == rank and not _recorded("raise", rank):
                 record_event("raise", rank)
                 message = command.get("message") or f"worker with global rank {rank} failed"
                 if command.get("recoverable"):
                     raise FlyteRecoverableException(message)
                 raise ValueError(message)
-        if rank == 0 and control.get("checkpoints", 0) > checkpoints_written:
-            checkpoints_written = control["checkpoints"]
-            _save_step(step)
-            record_event(f"checkpoint-{checkpoints_written}", rank)
+            if command["do"] == "checkpoint" and rank == 0:
+                checkpoints_written += 1
+                _save_step(step)
+                record_event(f"checkpoint-{checkpoints_written}", rank)
         # Leave together: a rank that stopped on its own would break its peers' next all_reduce, and they
         # would fail with "Connection closed by peer" although training completed (seen under CPU load).
-        finish = torch.tensor([1 if control.get("finish") or time.time() >= deadline else 0])
+        finish = torch.tensor([1 if finished or time.time() >= deadline else 0])
         dist.all_reduce(finish, op=dist.ReduceOp.MAX)
         if finish.item():
             break

@@ -147,6 +147,33 @@ def test_aggregation_off_a_preemption_retries_with_the_preempted_node_s_clock_sk
 
 
 @pytest.mark.slow
+def test_a_worker_error_3_ms_after_training_completed_does_not_fire(tmp_path):
+    """The runner writes the finish and the error 3 ms apart, so the workers mostly read them in one step: they
+    must finish, as the simulator's workers do (`localjob.workloads.due`). Before the commands were ordered the
+    worker raised, and the node retried (seen as a load-dependent failure of a generated scenario in CI)."""
+    from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
+    from aggregation.record import compare, execution_to_proto
+    from aggregation.scenario import parse_scenario_source
+    from aggregation.simulate import simulate
+    from localjob.runner import run_local
+
+    text = """
+        job { pods: "train-worker-0" nproc_per_node: 2 monitor_interval_seconds: 1.0 }
+        task { retries: 1 }
+        plugin: UPSTREAM
+        attempts {
+          events { at_seconds: 5 completion {} }
+          events { at_seconds: 5.003 pod: "train-worker-0" worker_error { recoverable: true } }
+        }"""
+    spec = parse_scenario_source(text, "error_after_completion.textproto").spec(None)
+    real = execution_to_proto(run_local(spec, tmp_path / "run"))
+    assert leftover_processes(tmp_path) == []
+    differences = [d for d in compare(execution_to_proto(simulate(spec)), real) if d[1] != d[2]]
+    assert differences == [], differences
+    assert pb.FinalPhase.Name(real.final_phase) == "SUCCEEDED" and len(real.attempts) == 1
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("plugin", ["upstream", "recoverable"])
 def test_a_survivor_with_restarts_waits_for_its_lost_peer(real_runs, plugin):
     """The survivor re-enters the rendezvous and times out after join_timeout (20 s), past the verdict."""

@@ -168,3 +168,19 @@ def test_an_upload_watcher_interrupted_before_it_started_stops_cleanly(tmp_path)
     watcher = UploadWatcher(tmp_path)
     watcher.stop()
     assert [name for name, *_ in watcher.take(0)] == ["error.pb"]
+
+
+def test_a_worker_acts_on_the_commands_it_reads_together_in_the_order_they_happened():
+    """A worker that reads the runner's commands late (one slow step under load) may find a finish and a later
+    worker error at once: training completed first, so the error must not fire. It used to: the error was
+    checked before the finish, and a generated scenario retried for real where the simulator succeeded."""
+    from localjob.workloads import due
+
+    error = {"do": "raise", "rank": 0, "message": "", "recoverable": True}
+    checkpoint = {"do": "checkpoint"}
+    finish = {"do": "finish"}
+    assert due([finish, error], 0) == ([], 1, True)
+    assert due([checkpoint, error, finish], 0) == ([checkpoint, error], 3, True)  # the error came first: it fires
+    assert due([checkpoint, error], 1) == ([error], 2, False)
+    assert due([checkpoint, finish, error], 1) == ([], 2, True)
+    assert due([checkpoint], 1) == ([], 1, False)
