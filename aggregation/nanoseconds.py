@@ -42,6 +42,11 @@ def exact(value: float) -> Fraction:
     return Fraction(repr(value))
 
 
+def nearest_tick(value: Fraction) -> Fraction:
+    """An exact number moved to the nearest whole nanosecond (`on_the_clock` for exact numbers)."""
+    return Fraction(round(value * PER_SECOND), PER_SECOND)
+
+
 def on_the_grid(value: Fraction) -> bool:
     """Whether an exact number is a whole number of nanoseconds that a float holds: a point `aggsim simulate` can
     be given exactly."""

@@ -108,10 +108,9 @@ def render_proof(proof: Proof, console: "Console") -> None:
     _print_wrapped(console, f"A witness: {point_text(first.witness)}", joint=", ")
     _print_wrapped(console, first.behaviour.describe(), "  ")
     if not replayable(first):
-        console.print(
+        _print_wrapped(
+            console,
             "(an exact point between two nanoseconds, the model's clock tick: `aggsim simulate` cannot be given it)",
-            highlight=False,
-            soft_wrap=True,
         )
         return
     console.print("Its timeline (the plain simulator at that point):", highlight=False)

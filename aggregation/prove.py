@@ -22,7 +22,7 @@ from typing import Callable, Iterator, Optional, Sequence
 from google.protobuf.descriptor import FieldDescriptor
 
 from aggregation import defaults, explore
-from aggregation.nanoseconds import PER_SECOND, decimal_places, decimal_text, on_the_grid
+from aggregation.nanoseconds import decimal_places, decimal_text, nearest_tick, on_the_grid
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.results import Execution
 from aggregation.scenario import ScenarioError, ScenarioSource
@@ -432,9 +432,9 @@ def _readable_point(
             if low <= candidate_value <= high and all(kept(i, candidate, memo) for i in mentioning[name]):
                 current = candidate
                 break
-    on_the_clock = {name: Fraction(round(v * PER_SECOND), PER_SECOND) for name, v in current.items()}
-    in_box = all(bounds[n][0] <= v <= bounds[n][1] for n, v in on_the_clock.items())
-    return on_the_clock if in_box and _in_region(on_the_clock, prefix, negated) else current
+    ticked = {name: nearest_tick(v) for name, v in current.items()}
+    in_box = all(bounds[n][0] <= v <= bounds[n][1] for n, v in ticked.items())
+    return ticked if in_box and _in_region(ticked, prefix, negated) else current
 
 
 def _short(point: dict) -> bool:
