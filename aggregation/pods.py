@@ -60,6 +60,10 @@ class PodState(enum.Enum):
     STOPPING = "stopping"  # the entrypoint has the agent's result (or its signal) and is on its way out
     EXITED = "exited"
 
+    # members are singletons compared by identity: hash them by identity too (C speed; Enum's own hashes the name
+    # in Python, and the pods' count per state is updated on every change of state)
+    __hash__ = object.__hash__
+
 
 @dataclass(frozen=True)
 class ErrorRecord:
@@ -164,7 +168,8 @@ class Pod:
         self.clock: Clock = world.clock
         self.group = group
         self.offset = timing.clock_offset  # this node's clock minus true time: every stamp it writes
-        self.state = PodState.STARTING
+        self.state = PodState.STARTING  # changed only by `_enter`, which keeps the group's count per state
+        group.in_state[PodState.STARTING] += 1
         self.restarts_left = timing.restarts  # torch elastic's remaining_restarts, this agent's own
         self.workers_started = 0.0  # when the current worker group started: the agent's monitor polls count from it
         self._course: list[Scheduled] = []  # reactions that a change of course cancels
@@ -181,11 +186,17 @@ class Pod:
     def _later(self, delay: float, action: Callable[[], None]) -> None:
         self._course.append(self.clock.at(self.clock.now + delay, action))
 
+    def _enter(self, state: PodState) -> None:
+        in_state = self.group.in_state
+        in_state[self.state] -= 1
+        in_state[state] += 1
+        self.state = state
+
     def _change_course(self, state: PodState) -> None:
         for scheduled in self._course:
             scheduled.cancel()
         self._course.clear()
-        self.state = state
+        self._enter(state)
 
     def _exit(self, code: int, why: str) -> None:
         if self.state is PodState.EXITED:
@@ -228,7 +239,7 @@ class Pod:
 
     def _rendezvous_done(self) -> None:
         if self.state is PodState.STARTING:
-            self.state = PodState.TRAINING
+            self._enter(PodState.TRAINING)
             self.workers_started = self.clock.now
             self._log(What.RENDEZVOUS_DONE)
 
@@ -448,6 +459,9 @@ class SimulatedPods:
         self.attempt = attempt
         self.resumed_from = resumed_from
         self.pods: dict[str, Pod] = {}
+        # how many pods are in each state: "every pod is waiting / at the exit barrier" is asked once per pod's
+        # arrival, so counting them each time would make an attempt quadratic in its pods
+        self.in_state: dict[PodState, int] = dict.fromkeys(PodState, 0)
         self.collective_broken = False
         self.checkpoint_written = False
         self.training_completed = False
@@ -485,10 +499,9 @@ class SimulatedPods:
             self.checkpoint_written = True
 
     def complete(self) -> None:
-        pods = list(self.pods.values())
-        if all(p.state is PodState.TRAINING for p in pods):
+        if self._every_pod(PodState.TRAINING):
             self.training_completed = True
-            for pod in pods:
+            for pod in list(self.pods.values()):
                 pod.complete()
 
     def wrote_checkpoint(self) -> bool:
@@ -524,12 +537,12 @@ class SimulatedPods:
         if host.state is PodState.EXITED:
             pod.clock.at(pod.clock.now, lambda: pod.rendezvous_lost(host.name))
             return
-        pods = list(self.pods.values())
-        if all(p.state is PodState.WAITING for p in pods):
+        if self._every_pod(PodState.WAITING):
+            pods = list(self.pods.values())
             done = pod.clock.now + max(p.timing.rendezvous for p in pods)
 
             def round_complete() -> None:
-                if all(p.state is PodState.WAITING for p in pods):
+                if self._every_pod(PodState.WAITING):
                     self.collective_broken = False  # a new process group
                     for p in pods:
                         p.restarted()
@@ -538,12 +551,14 @@ class SimulatedPods:
 
     def arrived_at_exit_barrier(self, pod: Pod) -> None:
         """torch `_exit_barrier`: every agent of the job must arrive; without the store it fails at once."""
-        pods = list(self.pods.values())
         if self.store_host.state is PodState.EXITED:
             pod.exit_barrier_passed("the rendezvous store is gone")
-        elif all(p.state is PodState.AT_EXIT_BARRIER for p in pods):
-            for p in pods:
+        elif self._every_pod(PodState.AT_EXIT_BARRIER):
+            for p in list(self.pods.values()):
                 p.exit_barrier_passed("every agent arrived")
+
+    def _every_pod(self, state: PodState) -> bool:
+        return self.in_state[state] == len(self.pods)
 
     def exited(self, pod: Pod) -> None:
         if pod is self.store_host:
