@@ -30,7 +30,7 @@ class TrainingOperator:
     ) -> None:
         self.elastic = elastic
         self.master = master
-        self.clean_pod_policy = CleanPodPolicy(clean_pod_policy)
+        self.clean_pod_policy = clean_pod_policy
         self.running_pods = running_pods  # asked only when the job turns terminal (N exits cost O(N))
         self.delete_pod = delete_pod
         self.on_terminal = on_terminal

@@ -85,4 +85,4 @@ PLUGINS: dict[PluginVariant, PodPlugin] = {
 
 
 def plugin_for(variant: PluginVariant) -> PodPlugin:
-    return PLUGINS[PluginVariant(variant)]
+    return PLUGINS[variant]

@@ -65,6 +65,9 @@ class PodState(enum.Enum):
     __hash__ = object.__hash__
 
 
+_NO_POD = dict.fromkeys(PodState, 0)
+
+
 @dataclass(frozen=True)
 class ErrorRecord:
     """The ContainerError a pod writes (origin is always USER for these paths)."""
@@ -461,7 +464,7 @@ class SimulatedPods:
         self.pods: dict[str, Pod] = {}
         # how many pods are in each state: "every pod is waiting / at the exit barrier" is asked once per pod's
         # arrival, so counting them each time would make an attempt quadratic in its pods
-        self.in_state: dict[PodState, int] = dict.fromkeys(PodState, 0)
+        self.in_state: dict[PodState, int] = _NO_POD.copy()
         self.collective_broken = False
         self.checkpoint_written = False
         self.training_completed = False
