@@ -43,14 +43,16 @@ def _moved(value: float, rng: random.Random, spread: float = JITTER_SECONDS) -> 
     return max(0.0, value + rng.uniform(-spread, spread))
 
 
-def _phase(value: float, rng: random.Random) -> float:
-    return _moved(value, rng, max(JITTER_SECONDS, PHASE_SPREAD * value))
-
-
-def jittered(spec: ScenarioSpec, rng: random.Random) -> ScenarioSpec:
+def jittered(spec: ScenarioSpec, rng: random.Random, load: float = 1.0) -> ScenarioSpec:
     """`spec` with every event's time moved by up to the jitter and every pod's phase durations by up to their
     spread, independently (events keep the order the file gives those at the same instant; none moves past the end
-    of training), and new error-file names."""
+    of training), and new error-file names. `load` > 1: the machine is busy, and every phase of this copy is also
+    slower by one factor drawn up to `load` (processes slow down together)."""
+    slower = rng.uniform(1.0, load) if load > 1.0 else 1.0
+
+    def _phase(value: float, rng: random.Random) -> float:
+        return _moved(value * slower, rng, max(JITTER_SECONDS, PHASE_SPREAD * value))
+
     timings = {}
     for pod, timing in spec.timings.items():
         peer = timing.peer_failure_after
@@ -78,10 +80,11 @@ def jittered(spec: ScenarioSpec, rng: random.Random) -> ScenarioSpec:
     return replace(spec, timings=timings, attempts=tuple(attempts), seed=rng.getrandbits(64))
 
 
-def neighbourhood(spec: ScenarioSpec, samples: int = SAMPLES, seed: int = 0) -> Counter:
-    """verdict key -> how many of the scenario and its `samples` jittered copies end with it."""
+def neighbourhood(spec: ScenarioSpec, samples: int = SAMPLES, seed: int = 0, load: float = 1.0) -> Counter:
+    """verdict key -> how many of the scenario and its `samples` jittered copies (`jittered`, with `load`) end
+    with it."""
     rng = random.Random(seed)
     outcomes = Counter({verdict_key(execution_to_proto(simulate(spec))): 1})
     for _ in range(samples):
-        outcomes[verdict_key(execution_to_proto(simulate(jittered(spec, rng))))] += 1
+        outcomes[verdict_key(execution_to_proto(simulate(jittered(spec, rng, load))))] += 1
     return outcomes

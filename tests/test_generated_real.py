@@ -16,6 +16,10 @@ pytestmark = [pytest.mark.plugin, pytest.mark.real, pytest.mark.generated, pytes
 
 SEED = int(os.environ.get("AGGSIM_SAMPLE_SEED", "20261201"))
 SAMPLE_SIZE = 8  # the issue asks for at least 8; each real scenario costs about half a minute of CI
+# `make test-real` runs two real tests at once on 2 cores, and their pods' phases slow down: a finished worker group
+# to the pod's upload took 5.8 s in CI on 2026-12-03, where the model says 3.2 s and a quiet machine 2.3 s; a sample
+# with a preemption 3.6 s after the modelled exit then retried for real. Such a scenario is a race on a busy machine.
+LOAD = 3.0
 
 
 def sample(seed: int, size: int):
@@ -53,7 +57,7 @@ def test_a_seeded_sample_of_generated_scenarios_agrees_with_real_pods_or_is_a_pr
         path = tmp_path / f"sample-{index}.textproto"
         path.write_text(text_format.MessageToString(message))
         spec = spec_of(message)
-        outcomes = neighbourhood(spec)
+        outcomes = neighbourhood(spec) + neighbourhood(spec, load=LOAD)  # a quiet machine's races, and a busy one's
         real = execution_to_proto(run_local(spec, tmp_path / f"run-{index}"))
         shape = f"{len(spec.pods)}x{spec.nproc_per_node} {spec.plugin.value} aggregation={spec.error_aggregation}"
         kinds = "/".join(",".join(e.kind for e in events) or "-" for events in spec.attempts)

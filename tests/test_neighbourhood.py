@@ -71,3 +71,24 @@ def test_a_signal_near_the_agent_s_return_is_a_race_between_preemption_and_a_kil
     spec = parse_scenario(LATE_SIGNAL)
     jobs = {dict(key)["attempt 0 job"] for key in neighbourhood(spec)}
     assert jobs == {"Succeeded", "Failed"}
+
+
+def test_on_a_busy_machine_a_preemption_seconds_after_the_modelled_exit_is_a_race():
+    """The pods' phases slow down together under load (`jittered(load=)`): training completes at 11.937 s and the
+    pod exits at 15.15 s, 3.6 s before a preemption. Quiet, no jitter reaches it; three times slower, the SIGTERM
+    finds the pod still running (seen in CI: the upload came 5.8 s after training, not 3.2 s)."""
+    spec = parse_scenario(
+        """
+        job { pods: "train-worker-0" nproc_per_node: 2 monitor_interval_seconds: 1.0 }
+        task { retries: 1 training_seconds: 28.308 }
+        propeller { observation_delay_seconds: 3.219 }
+        plugin: UPSTREAM
+        timings { agent_shutdown_seconds: 0.053 }
+        attempts {
+          events { at_seconds: 11.937 completion {} }
+          events { at_seconds: 18.752 pod: "train-worker-0" preemption {} }
+        }
+        """
+    )
+    assert len(neighbourhood(spec)) == 1
+    assert len(neighbourhood(spec, load=3.0)) > 1
