@@ -50,7 +50,7 @@ def jittered(spec: ScenarioSpec, rng: random.Random, load: float = 1.0) -> Scena
     slower by one factor drawn up to `load` (processes slow down together)."""
     slower = rng.uniform(1.0, load) if load > 1.0 else 1.0
 
-    def _phase(value: float, rng: random.Random) -> float:
+    def phase(value: float) -> float:
         return _moved(value * slower, rng, max(JITTER_SECONDS, PHASE_SPREAD * value))
 
     timings = {}
@@ -58,13 +58,13 @@ def jittered(spec: ScenarioSpec, rng: random.Random, load: float = 1.0) -> Scena
         peer = timing.peer_failure_after
         timings[pod] = replace(
             timing,
-            shutdown=_phase(timing.shutdown, rng),
-            upload=_phase(timing.upload, rng),
-            detection=_phase(timing.detection, rng),
-            exit=_phase(timing.exit, rng),
-            failed_worker_exit=_phase(timing.failed_worker_exit, rng),
-            finished_worker_exit=_phase(timing.finished_worker_exit, rng),
-            peer_failure_after=None if peer is None else _phase(peer, rng),
+            shutdown=phase(timing.shutdown),
+            upload=phase(timing.upload),
+            detection=phase(timing.detection),
+            exit=phase(timing.exit),
+            failed_worker_exit=phase(timing.failed_worker_exit),
+            finished_worker_exit=phase(timing.finished_worker_exit),
+            peer_failure_after=None if peer is None else phase(peer),
             # the real runner does not place the agents' monitor polls: their phase is anywhere in an interval
             first_poll=rng.uniform(0.0, timing.monitor_interval) or timing.monitor_interval,
         )
