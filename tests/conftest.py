@@ -161,6 +161,36 @@ class RealRun:
             raise AssertionError(f"{' '.join(self.command)} printed no record:\n{self.stderr[-3000:]}") from None
         return json_format.ParseDict(real, scenario_pb2.Execution())
 
+    @property
+    def evidence(self) -> str:
+        """`unpredicted_run_evidence` of this run (against the simulation run-local printed beside it)."""
+        import json
+
+        from google.protobuf import json_format
+
+        from aggregation.proto.aggsim.v1 import scenario_pb2
+
+        simulated = json_format.ParseDict(json.loads(self.stdout)["simulated"], scenario_pb2.Execution())
+        return unpredicted_run_evidence(simulated, self.execution, self.stderr)
+
+
+def unpredicted_run_evidence(simulated, real, stderr: str = "") -> str:
+    """What a CI log needs to explain a real run the model did not predict, since its files stay on that machine:
+    the verdict fields where it differs from the unjittered simulation, the runner's own explanation (its
+    stderr's last lines) and the real run's timeline, in 100 columns."""
+    import io
+
+    from rich.console import Console
+
+    from aggregation.record import compare
+    from aggregation.report import render_record_timeline
+
+    lines = [f"  {field}: simulated {a!r}, real {b!r}" for field, a, b in compare(simulated, real) if a != b]
+    out = io.StringIO()
+    render_record_timeline(real, Console(file=out, width=100, no_color=True, highlight=False), "real run")
+    tail = [line for line in stderr.strip().splitlines()[-5:] if line.strip()]
+    return "\n".join(["differs from the simulation in:", *lines, *tail, out.getvalue()])
+
 
 class RealRuns:
     """Real runs of shipped scenarios, each made once per session with the CLI and shared: the conformance tests

@@ -51,7 +51,7 @@ def test_repeated_real_runs_of_shipped_scenarios_land_in_their_calibrated_neighb
     from aggregation.neighbourhood import neighbourhood, verdict_key
     from aggregation.scenario import load_scenario
 
-    report, landed, total, repeats_landed = [], 0, 0, 0
+    report, evidence, landed, total, repeats_landed = [], [], 0, 0, 0
     for scenario, plugin in REPEATED:
         predicted = neighbourhood(load_scenario(str(SCENARIOS / f"{scenario}.textproto"), plugin), PREDICTION_SAMPLES)
         by_outcome = Counter()
@@ -61,6 +61,9 @@ def test_repeated_real_runs_of_shipped_scenarios_land_in_their_calibrated_neighb
         for index in range(RUNS):
             key = verdict_key(real_runs.get(scenario, plugin, index))
             observed[_outcome(key) + ("" if key in predicted else " (a verdict not predicted)")] += 1
+            if key not in predicted:
+                run = real_runs.run(scenario, plugin, index)
+                evidence.append(f"{scenario} [{plugin}] run {index}: {run.evidence}")
             hits += key in predicted
             repeats_landed += index > 0 and key in predicted
         landed, total = landed + hits, total + RUNS
@@ -75,4 +78,4 @@ def test_repeated_real_runs_of_shipped_scenarios_land_in_their_calibrated_neighb
     )
     with capsys.disabled():
         print("\nrepeated real runs against the calibrated neighbourhood:\n" + "\n".join(report) + "\n" + summary)
-    assert landed == total, "\n".join(report)
+    assert landed == total, "\n".join(report + evidence)

@@ -41,6 +41,7 @@ def sample(seed: int, size: int):
 
 
 def test_a_seeded_sample_of_generated_scenarios_agrees_with_real_pods_or_is_a_predicted_race(tmp_path, capsys):
+    from conftest import unpredicted_run_evidence
     from google.protobuf import text_format
 
     from aggregation.neighbourhood import neighbourhood, verdict_key
@@ -70,8 +71,9 @@ def test_a_seeded_sample_of_generated_scenarios_agrees_with_real_pods_or_is_a_pr
             line = f"sample-{index} {shape} [{kinds}]: exact, agrees: {ok}" + ("" if ok else f" {differences}")
         report.append(line)
         if not ok:
-            failures.append(f"{line} (scenario: {path})")
+            evidence = unpredicted_run_evidence(execution_to_proto(simulate(spec)), real)
+            failures.append(f"{line} (scenario: {path})\n{evidence}")
     with capsys.disabled():
         print(f"\ngenerated sample, seed {SEED} (AGGSIM_SAMPLE_SEED), scenarios in {tmp_path}:")
         print("\n".join(report))
-    assert failures == [], failures
+    assert failures == [], "\n".join(failures)

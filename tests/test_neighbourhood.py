@@ -92,3 +92,22 @@ def test_on_a_busy_machine_a_preemption_seconds_after_the_modelled_exit_is_a_rac
     )
     assert len(neighbourhood(spec)) == 1
     assert len(neighbourhood(spec, load=3.0)) > 1
+
+
+def test_a_real_run_outside_the_neighbourhood_is_reported_with_what_differs_and_its_timeline():
+    """A real run's files stay on the CI machine: its report in the log is all the evidence there is."""
+    from conftest import SCENARIOS, unpredicted_run_evidence
+
+    from aggregation.record import execution_to_proto
+    from aggregation.scenario import load_scenario
+
+    path = str(SCENARIOS / "preemption_during_training.textproto")
+    silent = execution_to_proto(simulate(load_scenario(path, "upstream")))
+    retried = execution_to_proto(simulate(load_scenario(path, "recoverable")))
+    evidence = unpredicted_run_evidence(retried, silent, "aggsim: the run's files are kept in /tmp/x\n")
+    assert "final_phase: simulated 'RETRIED_THEN_SUCCEEDED', real 'SUCCEEDED_SILENTLY'" in evidence
+    assert "attempts: simulated 2, real 1" in evidence
+    assert "the run's files are kept in /tmp/x" in evidence
+    assert "real run: attempt 0" in evidence and "SIGTERM" in evidence
+    assert "attempt 1" not in evidence.split("real run: attempt 0")[1]  # the real run's own timeline, not the model's
+    assert max(map(len, evidence.splitlines())) <= 100
