@@ -149,6 +149,15 @@ class RealRun:
     @property
     def execution(self):
         """The real run's `aggsim.v1.Execution`, from the command's JSON."""
+        return self._record("real")
+
+    @property
+    def evidence(self) -> str:
+        """`unpredicted_run_evidence` of this run (against the simulation run-local printed beside it)."""
+        return unpredicted_run_evidence(self._record("simulated"), self.execution, self.stderr)
+
+    def _record(self, which: str):
+        """One `aggsim.v1.Execution` of the command's JSON: "real" or "simulated"."""
         import json
 
         from google.protobuf import json_format
@@ -156,22 +165,10 @@ class RealRun:
         from aggregation.proto.aggsim.v1 import scenario_pb2
 
         try:
-            real = json.loads(self.stdout)["real"]
+            record = json.loads(self.stdout)[which]
         except (ValueError, KeyError):
             raise AssertionError(f"{' '.join(self.command)} printed no record:\n{self.stderr[-3000:]}") from None
-        return json_format.ParseDict(real, scenario_pb2.Execution())
-
-    @property
-    def evidence(self) -> str:
-        """`unpredicted_run_evidence` of this run (against the simulation run-local printed beside it)."""
-        import json
-
-        from google.protobuf import json_format
-
-        from aggregation.proto.aggsim.v1 import scenario_pb2
-
-        simulated = json_format.ParseDict(json.loads(self.stdout)["simulated"], scenario_pb2.Execution())
-        return unpredicted_run_evidence(simulated, self.execution, self.stderr)
+        return json_format.ParseDict(record, scenario_pb2.Execution())
 
 
 def unpredicted_run_evidence(simulated, real, stderr: str = "") -> str:

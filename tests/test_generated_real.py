@@ -59,6 +59,7 @@ def test_a_seeded_sample_of_generated_scenarios_agrees_with_real_pods_or_is_a_pr
         path.write_text(text_format.MessageToString(message))
         spec = spec_of(message)
         outcomes = neighbourhood(spec) + neighbourhood(spec, load=LOAD)  # a quiet machine's races, and a busy one's
+        simulated = execution_to_proto(simulate(spec))
         real = execution_to_proto(run_local(spec, tmp_path / f"run-{index}"))
         shape = f"{len(spec.pods)}x{spec.nproc_per_node} {spec.plugin.value} aggregation={spec.error_aggregation}"
         kinds = "/".join(",".join(e.kind for e in events) or "-" for events in spec.attempts)
@@ -66,12 +67,12 @@ def test_a_seeded_sample_of_generated_scenarios_agrees_with_real_pods_or_is_a_pr
             ok = verdict_key(real) in outcomes
             line = f"sample-{index} {shape} [{kinds}]: race ({len(outcomes)} verdicts), real one predicted: {ok}"
         else:
-            differences = [d for d in compare(execution_to_proto(simulate(spec)), real) if d[1] != d[2]]
+            differences = [d for d in compare(simulated, real) if d[1] != d[2]]
             ok = differences == []
             line = f"sample-{index} {shape} [{kinds}]: exact, agrees: {ok}" + ("" if ok else f" {differences}")
         report.append(line)
         if not ok:
-            evidence = unpredicted_run_evidence(execution_to_proto(simulate(spec)), real)
+            evidence = unpredicted_run_evidence(simulated, real)
             failures.append(f"{line} (scenario: {path})\n{evidence}")
     with capsys.disabled():
         print(f"\ngenerated sample, seed {SEED} (AGGSIM_SAMPLE_SEED), scenarios in {tmp_path}:")
