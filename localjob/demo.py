@@ -23,6 +23,7 @@ from rich.text import Text
 from aggregation.explain import Explanation, explain_prefix, rfc3339_nanos
 from aggregation.propeller import JobCondition
 from aggregation.report import fits, literal, rule
+from localjob.blobstore import is_partial
 from localjob.pod import LocalPod, PodSpec
 from localjob.realpods import LocalJobError
 from localjob.workloads import Workload
@@ -63,7 +64,7 @@ def preempt_one_pod(variant: str, work_dir: Path) -> PreemptedRun:
         sent = pod.send_signal(signal.SIGTERM)
         code = pod.wait(timeout=POD_TIMEOUT)
         exited_after = time.time() - sent
-    files = tuple(sorted(p.name for p in prefix.rglob("*") if p.is_file()))
+    files = tuple(sorted(p.name for p in prefix.rglob("*") if p.is_file() and not is_partial(p.name)))
     return PreemptedRun(variant, code, sent, exited_after, files, explain_prefix(str(prefix), retries=RETRIES))
 
 

@@ -3,7 +3,7 @@
 A pod gets what Flyte's backend plugin gives a PyTorchJob worker replica: `_F_WN` (the pod name,
 always), `_F_DES=Earliest` only when `enable-distributed-error-aggregation` is on, and, for jobs with
 more than one node, `PET_NNODES` and `PET_RDZV_ENDPOINT`. Its output prefix is a local directory
-standing for the blob store.
+standing for the blob store, given as an `aggsim-blob://` URL so that uploads appear whole (`blobstore`).
 
 Every pod runs in its own session (process group), so the agent *and* its workers can be reaped
 together: `LocalPod` is a context manager whose exit SIGKILLs whatever is left, even when the
@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from flyteidl.core import literals_pb2
+
+from localjob import blobstore
 
 
 def pyflyte_execute_path() -> str:
@@ -108,7 +110,7 @@ class PodSpec:
             "--inputs",
             str(inputs_path),
             "--output-prefix",
-            str(self.output_prefix),
+            blobstore.url(self.output_prefix),  # uploads appear whole, as in an object store
             "--raw-output-data-prefix",
             str(self.output_prefix / "raw"),
         ]

@@ -27,6 +27,7 @@ from aggregation.pods import ErrorRecord, Upload, read_container_error
 from aggregation.scenario import ScenarioSpec
 from aggregation.storage import open_prefix
 from aggregation.timeline import Event, What
+from localjob.blobstore import is_partial
 from localjob.pod import LocalPod, PodSpec
 from localjob.timebase import ScenarioTimebase
 
@@ -48,6 +49,11 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _partial_uploads(directory: str, names: list[str]) -> list[str]:
+    """An upload still being written: no object store lists it, so propeller's copy of the prefix leaves it out."""
+    return [name for name in names if is_partial(name)]
 
 
 class UploadWatcher(threading.Thread):
@@ -72,6 +78,8 @@ class UploadWatcher(threading.Thread):
         except OSError:
             return
         for path in entries:
+            if is_partial(path.name):
+                continue
             try:
                 mtime = path.stat().st_mtime_ns
                 key = (path.name, mtime)
@@ -254,7 +262,7 @@ class RealPods:
     def snapshot(self, uploads: tuple[Upload, ...]):
         """Propeller's round: copy the blob store as it is now and read the copy."""
         observed = self.base / f"observed-{len(list(self.base.glob('observed-*')))}"
-        shutil.copytree(self.prefix, observed, dirs_exist_ok=True)
+        shutil.copytree(self.prefix, observed, dirs_exist_ok=True, ignore=_partial_uploads)
         self.poll()
         present = {(p.name, p.stat().st_mtime_ns) for p in observed.glob("*.pb")}
         seen = tuple(u for u in self.world.uploads if self.upload_keys.get(id(u)) in present)

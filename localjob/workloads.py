@@ -43,6 +43,7 @@ from flytekit.core.python_function_task import PythonFunctionTask
 from flytekit.exceptions.user import FlyteRecoverableException
 from flytekitplugins.kfpytorch import Elastic as UpstreamElastic
 
+from localjob import blobstore
 from plugin import Elastic as RecoverableElastic
 
 VARIANTS = ("upstream", "recoverable")
@@ -281,3 +282,7 @@ class WorkloadResolver(TaskResolverMixin):
 
 
 resolver = WorkloadResolver()
+
+# the pods' output prefix is an `aggsim-blob://` URL: pyflyte-execute imports this module (the resolver) before the
+# task runs, so the store is known before the plugin looks under the prefix or the entrypoint uploads to it
+blobstore.register()

@@ -189,6 +189,33 @@ def unpredicted_run_evidence(simulated, real, stderr: str = "") -> str:
     return "\n".join(["differs from the simulation in:", *lines, *tail, out.getvalue()])
 
 
+def half_written_uploads(record) -> list[str]:
+    """The error files of a real run (an `aggsim.v1.Execution`) that were read without a field flytekit's entrypoint
+    always writes (`_dispatch_execute`: code, message, origin USER, a timestamp, and with aggregation the worker),
+    unless the scenario cut that upload short itself (an `upload_truncated` event). An object store shows an
+    object whole; the real runner's store must too (`localjob/blobstore.py`)."""
+    from flyteidl.core import execution_pb2
+
+    found = []
+    for attempt in record.attempts:
+        truncated = {entry.file for entry in attempt.timeline if entry.kind == "upload_truncated"}
+        for file in attempt.files:
+            if file.name == "outputs.pb" or file.name in truncated:
+                continue
+            error = file.error
+            whole = (
+                file.HasField("error")
+                and error.code
+                and error.message
+                and error.origin == execution_pb2.ExecutionError.USER
+                and error.HasField("timestamp")
+                and (error.worker or not record.error_aggregation)
+            )
+            if not whole:
+                found.append(f"attempt {attempt.attempt} {file.name} from {file.pod or '?'}: {error}".strip())
+    return found
+
+
 class RealRuns:
     """Real runs of shipped scenarios, each made once per session with the CLI and shared: the conformance tests
     read a scenario's first run, the distribution test its first few (`tests/test_distribution_real.py`), and the
@@ -219,7 +246,13 @@ class RealRuns:
             assert leftover_processes(tmpdir) == [], f"a pod, agent or worker outlived the run in {tmpdir}"
             if process.returncode == 0:
                 assert list(tmpdir.iterdir()) == [], f"a run that agreed left files in {tmpdir}"
-            self.runs[key] = RealRun((AGGSIM, *args), process.returncode, stdout, stderr, tmpdir)
+            self.runs[key] = run = RealRun((AGGSIM, *args), process.returncode, stdout, stderr, tmpdir)
+            try:
+                record = run.execution
+            except AssertionError:
+                record = None  # no record: the tests that read the run say so, with its stderr
+            if record is not None:
+                assert half_written_uploads(record) == [], f"a real upload was read half-written ({tmpdir})"
         return self.runs[key]
 
     def get(self, scenario: str, plugin: str, index: int = 0):
