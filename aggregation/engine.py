@@ -25,17 +25,16 @@ class DeadlineExceeded(RuntimeError):
     """A wall-clock run went past its deadline (the message says what was still running)."""
 
 
-class Scheduled:
-    """A callback waiting in the queue; `cancel()` it when the course of things changes."""
+#: A callback waiting in the queue, as the queue holds it: [when, late, sequence, callback]. A list, not an object
+#: of a class of its own: a simulation queues tens per attempt, and a list is made at C speed. `cancel` it when the
+#: course of things changes.
+Scheduled = list
+_CALLBACK = 3
 
-    __slots__ = ("callback", "cancelled")
 
-    def __init__(self, callback: Callable[[], None]) -> None:
-        self.callback = callback
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
+def cancel(scheduled: Scheduled) -> None:
+    """The callback will not run (it stays in the queue, empty, until its moment comes)."""
+    scheduled[_CALLBACK] = None
 
 
 class Clock:
@@ -46,7 +45,7 @@ class Clock:
 
     def __init__(self) -> None:
         self.now = 0.0
-        self._queue: list[tuple[float, int, int, Scheduled]] = []
+        self._queue: list[Scheduled] = []
         self._sequence = 0
 
     def at(self, when: float, callback: Callable[[], None], late: bool = False) -> Scheduled:
@@ -57,21 +56,21 @@ class Clock:
             when = round(when * 1e9) / 1e9
         now = self.now
         self._sequence = sequence = self._sequence + 1
-        scheduled = Scheduled(callback)
-        heappush(self._queue, (when if when > now else now, 1 if late else 0, sequence, scheduled))
+        scheduled = [when if when > now else now, 1 if late else 0, sequence, callback]
+        heappush(self._queue, scheduled)
         return scheduled
 
     def next_callback(self) -> float:
         """When the next callback waiting in the queue runs (inf when none waits): nothing happens before it."""
-        return min((when for when, _, _, scheduled in self._queue if not scheduled.cancelled), default=math.inf)
+        return min((when for when, _, _, callback in self._queue if callback is not None), default=math.inf)
 
     def run(self, stop: Callable[[], bool]) -> None:
         """Run callbacks until `stop()` says so or nothing is left to run."""
         queue = self._queue
         while queue and not stop():
-            self.now, _, _, scheduled = heappop(queue)
-            if not scheduled.cancelled:
-                scheduled.callback()
+            self.now, _, _, callback = heappop(queue)
+            if callback is not None:
+                callback()
 
 
 class Timebase(Protocol):
@@ -120,10 +119,10 @@ class WallClock(Clock):
             if wall > self.deadline:
                 raise DeadlineExceeded("the attempt did not finish in time")
             if queue and self.timebase.wall(queue[0][0]) <= wall:
-                _, _, _, scheduled = heappop(queue)
-                if not scheduled.cancelled:
+                _, _, _, callback = heappop(queue)
+                if callback is not None:
                     self._tick()
-                    scheduled.callback()
+                    callback()
                 continue
             wait = self.poll_interval
             if queue:

@@ -26,7 +26,7 @@ from google.protobuf.message import DecodeError
 
 from aggregation import defaults
 from aggregation.documents import error_document
-from aggregation.engine import Clock, Scheduled
+from aggregation.engine import Clock, Scheduled, cancel
 from aggregation.nanoseconds import on_the_clock
 from aggregation.plugin_variants import PodPlugin, plugin_for
 from aggregation.readers import parse_document
@@ -197,7 +197,7 @@ class Pod:
 
     def _change_course(self, state: PodState) -> None:
         for scheduled in self._course:
-            scheduled.cancel()
+            cancel(scheduled)
         self._course.clear()
         self._enter(state)
 
