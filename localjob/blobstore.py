@@ -46,7 +46,8 @@ def _partial_path(target: str) -> str:
 
 
 class _WholeObjectWriter:
-    """A file opened for writing an object: written under a partial name, renamed into place on a clean close."""
+    """An object being written (by `put` or `open`): under a partial name, renamed into place on a clean close,
+    removed when the writer fails."""
 
     def __init__(self, target: str, mode: str) -> None:
         self.target = target
@@ -89,8 +90,7 @@ class BlobStoreDirectory(LocalFileSystem):
 
     def ls(self, path, detail=False, **kwargs):
         entries = super().ls(path, detail=detail, **kwargs)
-        name_of = (lambda entry: entry["name"]) if detail else (lambda entry: entry)
-        return [entry for entry in entries if not is_partial(os.path.basename(name_of(entry)))]
+        return [entry for entry in entries if not is_partial(os.path.basename(entry["name"] if detail else entry))]
 
     def cp_file(self, path1, path2, **kwargs) -> None:
         source, target = self._strip_protocol(path1), self._strip_protocol(path2)
@@ -100,14 +100,8 @@ class BlobStoreDirectory(LocalFileSystem):
         if not os.path.isfile(source):
             raise FileNotFoundError(source)
         self.makedirs(self._parent(target), exist_ok=True)
-        partial = _partial_path(target)
-        try:
-            shutil.copyfile(source, partial)
-            os.replace(partial, target)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(partial)
-            raise
+        with open(source, "rb") as data, _WholeObjectWriter(target, "wb") as upload:
+            shutil.copyfileobj(data, upload)
 
     def _open(self, path, mode="rb", block_size=None, autocommit=True, cache_options=None, **kwargs):
         if "r" in mode and "+" not in mode:
