@@ -189,6 +189,33 @@ def unpredicted_run_evidence(simulated, real, stderr: str = "") -> str:
     return "\n".join(["differs from the simulation in:", *lines, *tail, out.getvalue()])
 
 
+def assert_agrees_with_the_simulator(spec, real, stderr: str = "") -> None:
+    """A real run (an `aggsim.v1.Execution`) must reach the simulator's verdict for `spec`, field for field; when it
+    does not, the failure says where and shows the real run's timeline (`unpredicted_run_evidence`)."""
+    from aggregation.record import compare, execution_to_proto
+    from aggregation.simulate import simulate
+
+    simulated = execution_to_proto(simulate(spec))
+    if any(a != b for _, a, b in compare(simulated, real)):
+        raise AssertionError(
+            f"real run disagrees with the simulator: {unpredicted_run_evidence(simulated, real, stderr)}"
+        )
+
+
+def conforming_local_run(spec, directory: Path):
+    """A real run of a scenario made in the test (`localjob.runner.run_local`, in this process), checked as every
+    shared real run is: no process outlives it, no upload was read half-written, and it agrees with the simulator.
+    Returns its `aggsim.v1.Execution`."""
+    from aggregation.record import execution_to_proto
+    from localjob.runner import run_local
+
+    real = execution_to_proto(run_local(spec, directory))
+    assert leftover_processes(directory) == [], f"a pod, agent or worker outlived the run in {directory}"
+    assert half_written_uploads(real) == [], f"a real upload was read half-written ({directory})"
+    assert_agrees_with_the_simulator(spec, real)
+    return real
+
+
 def half_written_uploads(record) -> list[str]:
     """The error files of a real run (an `aggsim.v1.Execution`) that were read without a field flytekit's entrypoint
     always writes (`_dispatch_execute`: code, message, origin USER, a timestamp, and with aggregation the worker),

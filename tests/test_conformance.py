@@ -14,20 +14,16 @@ import pytest
 
 pytestmark = [pytest.mark.plugin, pytest.mark.real, pytest.mark.timeout(600)]
 
-from conftest import SCENARIOS, leftover_processes  # noqa: E402
+from conftest import SCENARIOS, assert_agrees_with_the_simulator, conforming_local_run  # noqa: E402
 
 
 def conform(scenario: str, plugin: str, real_runs):
     """The scenario's first real run this session (shared with the distribution test) must match the simulator."""
-    from aggregation.record import compare, execution_to_proto
     from aggregation.scenario import load_scenario
-    from aggregation.simulate import simulate
 
-    spec = load_scenario(str(SCENARIOS / f"{scenario}.textproto"), plugin)
-    real = real_runs.get(scenario, plugin)
-    simulated = execution_to_proto(simulate(spec))
-    differences = [(field, sim, got) for field, sim, got in compare(simulated, real) if sim != got]
-    assert differences == [], f"real run disagrees with the simulator: {differences}"
+    run = real_runs.run(scenario, plugin)
+    real = run.execution
+    assert_agrees_with_the_simulator(load_scenario(str(SCENARIOS / f"{scenario}.textproto"), plugin), real, run.stderr)
     return real
 
 
@@ -125,16 +121,9 @@ def test_aggregation_off_a_preemption_retries_with_the_preempted_node_s_clock_sk
     text = (SCENARIOS / "preemption_during_training_no_aggregation.textproto").read_text()
     path = tmp_path / "skewed.textproto"
     path.write_text(text.replace("clock_offset_seconds: 0", f"clock_offset_seconds: {offset}"))
-    from aggregation.record import compare, execution_to_proto
     from aggregation.scenario import load_scenario
-    from aggregation.simulate import simulate
-    from localjob.runner import run_local
 
-    spec = load_scenario(str(path), "recoverable")
-    real = execution_to_proto(run_local(spec, tmp_path / "run"))
-    assert leftover_processes(tmp_path) == []
-    differences = [d for d in compare(execution_to_proto(simulate(spec)), real) if d[1] != d[2]]
-    assert differences == [], differences
+    real = conforming_local_run(load_scenario(str(path), "recoverable"), tmp_path / "run")
     first = real.attempts[0]
     assert first.decision == "RETRY" and first.error.code == "USER:Recoverable"
     sigterm = next(e for e in first.timeline if e.kind == "sigterm" and e.pod == "train-worker-1")
@@ -152,10 +141,7 @@ def test_a_worker_error_3_ms_after_training_completed_does_not_fire(tmp_path):
     must finish, as the simulator's workers do (`localjob.workloads.due`). Before the commands were ordered the
     worker raised, and the node retried (seen as a load-dependent failure of a generated scenario in CI)."""
     from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
-    from aggregation.record import compare, execution_to_proto
     from aggregation.scenario import parse_scenario_source
-    from aggregation.simulate import simulate
-    from localjob.runner import run_local
 
     text = """
         job { pods: "train-worker-0" nproc_per_node: 2 monitor_interval_seconds: 1.0 }
@@ -165,11 +151,9 @@ def test_a_worker_error_3_ms_after_training_completed_does_not_fire(tmp_path):
           events { at_seconds: 5 completion {} }
           events { at_seconds: 5.003 pod: "train-worker-0" worker_error { recoverable: true } }
         }"""
-    spec = parse_scenario_source(text, "error_after_completion.textproto").spec(None)
-    real = execution_to_proto(run_local(spec, tmp_path / "run"))
-    assert leftover_processes(tmp_path) == []
-    differences = [d for d in compare(execution_to_proto(simulate(spec)), real) if d[1] != d[2]]
-    assert differences == [], differences
+    real = conforming_local_run(
+        parse_scenario_source(text, "error_after_completion.textproto").spec(None), tmp_path / "run"
+    )
     assert pb.FinalPhase.Name(real.final_phase) == "SUCCEEDED" and len(real.attempts) == 1
 
 
@@ -185,17 +169,13 @@ def test_a_survivor_with_restarts_waits_for_its_lost_peer(real_runs, plugin):
 def test_the_store_host_s_preemption_fails_the_survivor_s_rendezvous_at_once(tmp_path):
     """Worker 0's agent hosts the c10d store: once it exits, the waiting survivor fails (RendezvousConnectionError)
     well before its join timeout, and the recoverable plugin leaves the preempted pod's report standing."""
-    from aggregation.record import compare, execution_to_proto
     from aggregation.scenario import parse_scenario_source
-    from aggregation.simulate import simulate
-    from localjob.runner import run_local
 
     text = (SCENARIOS / "survivor_waits_for_a_lost_peer.textproto").read_text()
     text = text.replace('pod: "train-worker-1" preemption', 'pod: "train-worker-0" preemption')
-    spec = parse_scenario_source(text, "host_preempted.textproto").spec("recoverable")
-    real = execution_to_proto(run_local(spec, tmp_path / "run"))
-    differences = [d for d in compare(execution_to_proto(simulate(spec)), real) if d[1] != d[2]]
-    assert differences == [], differences
+    real = conforming_local_run(
+        parse_scenario_source(text, "host_preempted.textproto").spec("recoverable"), tmp_path / "run"
+    )
     first = real.attempts[0]
     survivor_exit = next(p.exited_at for p in first.pods if p.pod == "train-worker-1")
     assert first.decision == "RETRY" and survivor_exit < 10 + 20  # well inside the join timeout

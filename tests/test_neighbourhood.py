@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from aggregation.neighbourhood import jittered, neighbourhood
 from aggregation.readers import RULE_TIE
 from aggregation.scenario import parse_scenario
@@ -111,3 +113,20 @@ def test_a_real_run_outside_the_neighbourhood_is_reported_with_what_differs_and_
     assert "real run: attempt 0" in evidence and "SIGTERM" in evidence
     assert "attempt 1" not in evidence.split("real run: attempt 0")[1]  # the real run's own timeline, not the model's
     assert max(map(len, evidence.splitlines())) <= 100
+
+
+def test_a_real_run_that_disagrees_with_the_simulator_fails_with_the_evidence_and_one_that_agrees_passes():
+    """The check every conformance test makes of its real run (`conftest.assert_agrees_with_the_simulator`)."""
+    from conftest import SCENARIOS, assert_agrees_with_the_simulator
+
+    from aggregation.record import execution_to_proto
+    from aggregation.scenario import load_scenario
+
+    path = str(SCENARIOS / "preemption_during_training.textproto")
+    recoverable = load_scenario(path, "recoverable")
+    assert_agrees_with_the_simulator(recoverable, execution_to_proto(simulate(recoverable)))
+    silent = execution_to_proto(simulate(load_scenario(path, "upstream")))
+    with pytest.raises(AssertionError) as failure:
+        assert_agrees_with_the_simulator(recoverable, silent, "aggsim: the run's files are kept in /tmp/x\n")
+    assert "final_phase: simulated 'RETRIED_THEN_SUCCEEDED', real 'SUCCEEDED_SILENTLY'" in str(failure.value)
+    assert "the run's files are kept in /tmp/x" in str(failure.value)

@@ -4,7 +4,7 @@ not picked from a list of declared tasks; and a failed run names its first worke
 from __future__ import annotations
 
 import pytest
-from conftest import SCENARIOS
+from conftest import SCENARIOS, conforming_local_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -120,15 +120,9 @@ def test_the_first_worker_failure_is_the_earliest_traceback_s_own_exception(tmp_
 def test_a_recoverable_worker_error_a_preemption_and_checkpoints_on_3x1_and_4x2(tmp_path, scenario):
     """The issue's shapes: three pods of one worker and four pods of two, each meeting a recoverable worker error,
     then a preemption, then completion; the real pods agree with the simulator field for field."""
-    from aggregation.record import compare, execution_to_proto
     from aggregation.scenario import load_scenario
-    from aggregation.simulate import simulate
-    from localjob.runner import run_local
 
-    spec = load_scenario(str(SCENARIOS / f"{scenario}.textproto"))
-    real = execution_to_proto(run_local(spec, tmp_path / "run"))
-    differences = [d for d in compare(execution_to_proto(simulate(spec)), real) if d[1] != d[2]]
-    assert differences == [], differences
+    real = conforming_local_run(load_scenario(str(SCENARIOS / f"{scenario}.textproto")), tmp_path / "run")
     first, second, third = real.attempts
     assert first.error.code == "USER:Recoverable" and first.error.worker in ("train-worker-1", "")
     assert first.decision == second.decision == "RETRY" and third.decision == "SUCCEED"
