@@ -168,10 +168,6 @@ def _shift_between(seed: dict, piece: dict) -> Optional[tuple[Fraction, frozense
     return shift, frozenset(moved), base
 
 
-def _member(base: dict, moved: frozenset, n: Fraction) -> dict:
-    return {d: _moved(b, n) if d in moved else b for d, b in base.items()}
-
-
 def same_region(solver: Solver, member: dict, piece: dict) -> bool:
     """Whether `member` and `piece` are the same set within the box (each implies the other)."""
     member_formulas, piece_formulas = _piece_formulas(solver, member), _piece_formulas(solver, piece)
@@ -195,6 +191,11 @@ class Family:
 
     def pieces(self) -> list[dict]:
         return [self.member(values) for values in self.values]
+
+
+def _member(base: dict, moved: frozenset, n: Fraction) -> dict:
+    """`base` moved by `n` in the ranges `moved`: the member of a family of one parameter (`Family.member`)."""
+    return Family(base, (moved,), ()).member((n,))
 
 
 def _relative(seed: dict, piece: dict) -> Optional[tuple[Fraction, frozenset, dict]]:

@@ -15,7 +15,7 @@ import time
 from heapq import heappop, heappush
 from typing import Callable, Protocol, Sequence
 
-from aggregation.nanoseconds import FLOAT_HOLDS_NANOSECONDS
+from aggregation.nanoseconds import on_the_clock
 
 #: A poller looks at the real world and reports to the actors; it returns nothing.
 Poller = Callable[[], None]
@@ -50,10 +50,9 @@ class Clock:
 
     def at(self, when: float, callback: Callable[[], None], late: bool = False) -> Scheduled:
         """Run `callback` at scenario time `when` (never before now); `late`: after the instant's other callbacks.
-        The moment is put on the nanosecond (`nanoseconds.on_the_clock`, inlined: this runs for every event), so
-        moments the scenario's decimals make equal are equal here, whatever float sums led to them."""
-        if when.__class__ is float and -FLOAT_HOLDS_NANOSECONDS < when < FLOAT_HOLDS_NANOSECONDS:
-            when = round(when * 1e9) / 1e9
+        The moment is put on the nanosecond (`on_the_clock`), so moments the scenario's decimals make equal are equal
+        here, whatever float sums led to them."""
+        when = on_the_clock(when)
         now = self.now
         self._sequence = sequence = self._sequence + 1
         scheduled = [when if when > now else now, 1 if late else 0, sequence, callback]

@@ -46,6 +46,8 @@ class TaskOutcome:
 
 #: the largest uint32: FailedAttempts (a uint32) can never exceed it, so at this limit rounds never abort
 UINT32_MAX = (1 << 32) - 1
+#: why failing rounds never abort at that limit: said in the timeline and in the reason the node keeps running
+NEVER_ABORTS = "max-workflow-retries is uint32's largest (-1), which the workflow's FailedAttempts never exceeds"
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from aggregation.kinds import NamedEnum
+from aggregation.propeller import NEVER_ABORTS
 
 
 class What(NamedEnum):
@@ -133,7 +134,7 @@ class Event(NamedTuple):
         if what is w.ROUNDS_FAIL_FOR_EVER:
             return (
                 "every later round fails alike, for ever: nothing is left to change what they read, and "
-                f"max-workflow-retries is uint32's largest, which no count exceeds ({self.reason})"
+                f"{NEVER_ABORTS} ({self.reason})"
             )
         if what is w.ROUNDS_FAIL_ALIKE:
             return (

@@ -19,6 +19,7 @@ from aggregation.nanoseconds import on_the_clock
 from aggregation.operator import TrainingOperator
 from aggregation.pods import Upload
 from aggregation.propeller import (
+    NEVER_ABORTS,
     Decision,
     NodeDecision,
     NodeState,
@@ -99,10 +100,7 @@ class Kubelet:
 
 
 #: why a node whose job ended is never decided: `TryMutateWorkflow` never aborts at that limit
-ROUNDS_FAIL_FOR_EVER = (
-    "every round fails, and max-workflow-retries is uint32's largest (-1), which FailedAttempts never exceeds: "
-    "propeller retries the round for ever"
-)
+ROUNDS_FAIL_FOR_EVER = f"every round fails, and {NEVER_ABORTS}: propeller retries the round for ever"
 
 
 class Attempt:
