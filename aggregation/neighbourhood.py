@@ -10,7 +10,8 @@ The pods' own phases move further: each by up to `JITTER_SECONDS` or `PHASE_SPRE
 more. Processes tearing down spread that much on one machine (README "Timings": a failed spawn worker is gone in
 0.6-2.0 s, a pod exits 0.5-1.06 s after its upload), and a finished spawn worker group is joined in about 1 s
 with one worker per pod but 2.2-2.6 s with four workers on two cores: a fixed +-0.3 s around one default would
-call such a scenario exact when a real run can end either way.
+call such a scenario exact when a real run can end either way. A machine may also be busier or quicker than the
+one the defaults were measured on: `load` and `fastest` scale every phase of a copy by one drawn factor.
 
 The neighbourhood also draws new error-file names (the scenario's `seed`): a real pod names its file
 `error-<uuid4>.pb`, so when two stamps tie, propeller's earliest reader keeps whichever the store lists first,
@@ -43,15 +44,16 @@ def _moved(value: float, rng: random.Random, spread: float = JITTER_SECONDS) -> 
     return max(0.0, value + rng.uniform(-spread, spread))
 
 
-def jittered(spec: ScenarioSpec, rng: random.Random, load: float = 1.0) -> ScenarioSpec:
+def jittered(spec: ScenarioSpec, rng: random.Random, load: float = 1.0, fastest: float = 1.0) -> ScenarioSpec:
     """`spec` with every event's time moved by up to the jitter and every pod's phase durations by up to their
     spread, independently (events keep the order the file gives those at the same instant; none moves past the end
-    of training), and new error-file names. `load` > 1: the machine is busy, and every phase of this copy is also
-    slower by one factor drawn up to `load` (processes slow down together)."""
-    slower = rng.uniform(1.0, load) if load > 1.0 else 1.0
+    of training), and new error-file names. `load` > 1: the machine is busy; `fastest` < 1: it may be quicker than
+    the one the phases were measured on. Every phase of this copy is then also scaled by one factor drawn between
+    `fastest` and `load` (processes slow down and speed up together)."""
+    pace = rng.uniform(fastest, load) if load > 1.0 or fastest < 1.0 else 1.0
 
     def phase(value: float) -> float:
-        return _moved(value * slower, rng, max(JITTER_SECONDS, PHASE_SPREAD * value))
+        return _moved(value * pace, rng, max(JITTER_SECONDS, PHASE_SPREAD * value))
 
     timings = {}
     for pod, timing in spec.timings.items():
@@ -80,11 +82,13 @@ def jittered(spec: ScenarioSpec, rng: random.Random, load: float = 1.0) -> Scena
     return replace(spec, timings=timings, attempts=tuple(attempts), seed=rng.getrandbits(64))
 
 
-def neighbourhood(spec: ScenarioSpec, samples: int = SAMPLES, seed: int = 0, load: float = 1.0) -> Counter:
-    """verdict key -> how many of the scenario and its `samples` jittered copies (`jittered`, with `load`) end
-    with it."""
+def neighbourhood(
+    spec: ScenarioSpec, samples: int = SAMPLES, seed: int = 0, load: float = 1.0, fastest: float = 1.0
+) -> Counter:
+    """verdict key -> how many of the scenario and its `samples` jittered copies (`jittered`, with `load` and
+    `fastest`) end with it."""
     rng = random.Random(seed)
     outcomes = Counter({verdict_key(execution_to_proto(simulate(spec))): 1})
     for _ in range(samples):
-        outcomes[verdict_key(execution_to_proto(simulate(jittered(spec, rng, load))))] += 1
+        outcomes[verdict_key(execution_to_proto(simulate(jittered(spec, rng, load, fastest))))] += 1
     return outcomes

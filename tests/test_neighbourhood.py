@@ -130,3 +130,26 @@ def test_a_real_run_that_disagrees_with_the_simulator_fails_with_the_evidence_an
         assert_agrees_with_the_simulator(recoverable, silent, "aggsim: the run's files are kept in /tmp/x\n")
     assert "final_phase: simulated 'RETRIED_THEN_SUCCEEDED', real 'SUCCEEDED_SILENTLY'" in str(failure.value)
     assert "the run's files are kept in /tmp/x" in str(failure.value)
+
+
+def test_a_quicker_machine_s_neighbourhood_finishes_a_worker_group_before_a_late_preemption():
+    """torch `_invoke_run` returns once the agent's look finds every worker gone; with spawn workers that teardown
+    (`FINISHED_WORKER_EXIT_SECONDS`, 2.4 s, measured on a slower machine) took 0.6-0.9 s for a 1-pod job here on
+    2026-12-03, so a preemption 1.55 s after completion came after the outputs: the pod succeeded for real."""
+    spec = parse_scenario(
+        """
+        job { pods: "train-worker-0" nproc_per_node: 2 monitor_interval_seconds: 0.5 }
+        task { retries: 1 outputs_declared: true training_seconds: 30.166 }
+        plugin: UPSTREAM
+        attempts {
+          events { at_seconds: 20.785 completion {} }
+          events { at_seconds: 22.334 pod: "train-worker-0" preemption {} }
+        }
+        """
+    )
+    decisions = {
+        fastest: {dict(key)["attempt 0 decision"] for key in neighbourhood(spec, fastest=fastest)}
+        for fastest in (1.0, 0.4)
+    }
+    assert decisions[1.0] == {"RETRY"}  # IgnoreOutputs before the exit barrier: OutputsNotFound, retryable
+    assert decisions[0.4] == {"RETRY", "SUCCEED"}
