@@ -33,6 +33,10 @@ from aggregation.simulate import simulate
 JITTER_SECONDS = 0.3
 PHASE_SPREAD = 0.5  # a pod phase moves by up to this fraction of itself, when that is more than JITTER_SECONDS
 SAMPLES = 64
+#: the quickest a machine's phases run against the defaults' (a `fastest` for `neighbourhood`): on 2026-12-03 a 1-pod
+#: job of two spawn workers uploaded its outputs 0.85-1.11 s after they returned (3 runs; 2 pods: 1.5-1.9 s), where
+#: the model says 2.45-2.95 s (`FINISHED_WORKER_EXIT_SECONDS`, measured at 2.2-2.6 s on an earlier, slower machine)
+QUICKER_MACHINE = 0.4
 
 
 def verdict_key(record: pb.Execution) -> tuple:

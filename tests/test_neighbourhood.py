@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from aggregation.neighbourhood import jittered, neighbourhood
+from aggregation.neighbourhood import QUICKER_MACHINE, jittered, neighbourhood
 from aggregation.readers import RULE_TIE
 from aggregation.scenario import parse_scenario
 from aggregation.simulate import simulate
@@ -149,7 +149,7 @@ def test_a_quicker_machine_s_neighbourhood_finishes_a_worker_group_before_a_late
     )
     decisions = {
         fastest: {dict(key)["attempt 0 decision"] for key in neighbourhood(spec, fastest=fastest)}
-        for fastest in (1.0, 0.4)
+        for fastest in (1.0, QUICKER_MACHINE)
     }
     assert decisions[1.0] == {"RETRY"}  # IgnoreOutputs before the exit barrier: OutputsNotFound, retryable
-    assert decisions[0.4] == {"RETRY", "SUCCEED"}
+    assert decisions[QUICKER_MACHINE] == {"RETRY", "SUCCEED"}
