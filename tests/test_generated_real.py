@@ -2,8 +2,10 @@
 
 A scenario whose simulated verdict changes when its timings move by up to 0.3 s (`aggregation.neighbourhood`)
 is a race, and the real verdict must be one the simulator predicts for that neighbourhood; every other scenario
-must agree with the simulator field for field. The seed (AGGSIM_SAMPLE_SEED) and each scenario's textproto are
-printed, and written under the test's directory, so a failure can be replayed with `aggsim run-local`.
+must agree with the simulator field for field. Either way, as for every shared real run, no pod, agent or
+worker may outlive its run and no upload may be read half-written. The seed (AGGSIM_SAMPLE_SEED) and each
+scenario's textproto are printed, and written under the test's directory, so a failure can be replayed with
+`aggsim run-local`.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def sample(seed: int, size: int):
 
 
 def test_a_seeded_sample_of_generated_scenarios_agrees_with_real_pods_or_is_a_predicted_race(tmp_path, capsys):
-    from conftest import unpredicted_run_evidence
+    from conftest import half_written_uploads, leftover_processes, unpredicted_run_evidence
     from google.protobuf import text_format
 
     from aggregation.neighbourhood import QUICKER_MACHINE, neighbourhood, verdict_key
@@ -62,7 +64,11 @@ def test_a_seeded_sample_of_generated_scenarios_agrees_with_real_pods_or_is_a_pr
         # succeeded for real on 2026-12-03, where the quiet and busy neighbourhoods both retry)
         outcomes = neighbourhood(spec) + neighbourhood(spec, load=LOAD) + neighbourhood(spec, fastest=QUICKER_MACHINE)
         simulated = execution_to_proto(simulate(spec))
-        real = execution_to_proto(run_local(spec, tmp_path / f"run-{index}"))
+        run_directory = tmp_path / f"run-{index}"
+        real = execution_to_proto(run_local(spec, run_directory))
+        # the checks every shared real run gets (conftest.conform): whatever the verdict, no pod, agent or worker
+        # outlives the run, and no upload was read half-written
+        leftovers, half_written = leftover_processes(run_directory), half_written_uploads(real)
         shape = f"{len(spec.pods)}x{spec.nproc_per_node} {spec.plugin.value} aggregation={spec.error_aggregation}"
         kinds = "/".join(",".join(e.kind for e in events) or "-" for events in spec.attempts)
         if len(outcomes) > 1:
@@ -72,6 +78,10 @@ def test_a_seeded_sample_of_generated_scenarios_agrees_with_real_pods_or_is_a_pr
             differences = [d for d in compare(simulated, real) if d[1] != d[2]]
             ok = differences == []
             line = f"sample-{index} {shape} [{kinds}]: exact, agrees: {ok}" + ("" if ok else f" {differences}")
+        if leftovers:
+            ok, line = False, f"{line}; outlived the run: {leftovers}"
+        if half_written:
+            ok, line = False, f"{line}; read half-written: {half_written}"
         report.append(line)
         if not ok:
             evidence = unpredicted_run_evidence(simulated, real)
