@@ -5,6 +5,10 @@ Each measurement runs in a fresh interpreter (so peak RSS is its own) and is rep
 time and the peak RSS of that run are reported. Also reported: the object-store requests propeller
 itself would make for the same prefix (list pages of 1000 + one HEAD and one GET per error file).
 
+Whole processes, side by side: `aggsim explain --json`, the bare process, and a bare process that makes
+propeller's requests, alone and printing the same files as `aggsim` (checked): the first splits the gap into
+what propeller's requests and the output cost and what the tool costs.
+
 Run: `make bench` (or `python benchmarks/bench_explain.py [--files N] [--repeats R] [--write-readme]`).
 """
 
@@ -75,6 +79,44 @@ def make_prefix(directory: Path, files: int, pods: int) -> None:
 FLOOR_PROCESS = MEASURE.replace('if mode == "explain":', "if False:")
 
 
+#: propeller's requests without the tool: list `error*` twice (IsError, then ReadError), HEAD then GET and parse
+#: every `.pb` key, print the earliest one's worker and, with `files`, every file as `explain --json` does. What
+#: `aggsim explain --json` costs beyond this is the tool's; what this costs beyond the bare process is propeller's
+#: requests and the output's.
+SAME_REQUESTS_PROCESS = r"""
+import json, os, sys, time
+from flyteidl.core import errors_pb2, execution_pb2
+prefix, print_files = sys.argv[1], sys.argv[2] == "files"
+ORIGIN = {value: name for name, value in execution_pb2.ExecutionError.ErrorKind.items()}
+RECOVERABLE = errors_pb2.ContainerError.RECOVERABLE
+
+
+def listing():
+    with os.scandir(prefix) as entries:
+        return sorted(e.name for e in entries if e.name.startswith("error") and e.is_file())
+
+
+sizes = {name: os.stat(os.path.join(prefix, name)).st_size for name in listing() if name.endswith(".pb")}
+files, best = [], None
+for name in (n for n in listing() if n.endswith(".pb")):
+    doc = errors_pb2.ErrorDocument()
+    with open(os.path.join(prefix, name), "rb") as f:
+        doc.ParseFromString(f.read())
+    error = doc.error
+    seconds, nanos = error.timestamp.seconds, error.timestamp.nanos
+    if best is None or seconds * 10**9 + nanos < best[0]:
+        best = (seconds * 10**9 + nanos, name, error.worker)
+    if print_files:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{nanos:09d}Z"
+        files.append({"path": name, "timestamp": stamp, "code": error.code, "kind": ORIGIN[error.origin],
+                      "recoverable": error.kind == RECOVERABLE, "worker": error.worker, "selected": False,
+                      "problem": None})
+for file in files:
+    file["selected"] = file["path"] == best[1]
+sys.stdout.write(json.dumps({"files": files if print_files else None, "winner": best[2]}))
+"""
+
+
 def whole_process_seconds(command: list[str]) -> float:
     """Wall time of one whole process, interpreter start to exit, its output piped as in a shell or CI."""
     started = time.perf_counter()
@@ -82,16 +124,26 @@ def whole_process_seconds(command: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def measure_processes(prefix: Path, repeats: int) -> tuple[float, float]:
-    """End to end, as a person runs it: `aggsim explain PREFIX --json` against the bare process, interleaved so
-    drift in machine load hits both alike; the best of each."""
-    aggsim = [str(Path(sys.executable).parent / "aggsim"), "explain", str(prefix), "--json"]
-    floor = [sys.executable, "-c", FLOOR_PROCESS, "floor", str(prefix)]
-    cli, bare = [], []
+def measure_processes(prefix: Path, repeats: int) -> dict[str, float]:
+    """End to end, as a person runs it: `aggsim explain PREFIX --json`, propeller's requests alone, the same and
+    the same files printed, and the bare process, interleaved so drift in machine load hits all alike; the best of
+    each. aggsim and the process that prints the same files must print the same files."""
+    commands = {
+        "aggsim": [str(Path(sys.executable).parent / "aggsim"), "explain", str(prefix), "--json"],
+        "requests": [sys.executable, "-c", SAME_REQUESTS_PROCESS, str(prefix), "winner"],
+        "requests and files": [sys.executable, "-c", SAME_REQUESTS_PROCESS, str(prefix), "files"],
+        "bare": [sys.executable, "-c", FLOOR_PROCESS, "floor", str(prefix)],
+    }
+    files = [
+        json.loads(subprocess.run(commands[name], capture_output=True, check=True, timeout=600).stdout)["files"]
+        for name in ("aggsim", "requests and files")
+    ]
+    assert files[0] == files[1], "the process that makes propeller's requests prints other files than aggsim"
+    seconds: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(repeats):
-        cli.append(whole_process_seconds(aggsim))
-        bare.append(whole_process_seconds(floor))
-    return min(cli), min(bare)
+        for name, command in commands.items():
+            seconds[name].append(whole_process_seconds(command))
+    return {name: min(times) for name, times in seconds.items()}
 
 
 def measure(mode: str, prefix: Path, repeats: int) -> dict:
@@ -127,11 +179,15 @@ def main() -> None:
             explains.append(measure("explain", prefix, 1))
         floor = min(floors, key=lambda r: r["seconds"])
         explain = min(explains, key=lambda r: r["seconds"])
-        cli_seconds, bare_seconds = measure_processes(prefix, args.repeats)
+        processes = measure_processes(prefix, args.repeats)
     assert floor["winner"] == explain["winner"], (floor, explain)
     pages = -(-args.files // 1000)
     propeller_requests = 2 * pages + 2 * args.files  # IsError and ReadError each list every page
     ratio = explain["seconds"] / floor["seconds"]
+
+    def ratio_of(name: str) -> str:
+        return f"{processes[name] / processes['bare']:.2f}x"
+
     table = "\n".join(
         [
             f"`explain` on a local prefix of {args.files:,} error files ({args.pods:,} pods), "
@@ -149,11 +205,17 @@ def main() -> None:
             "",
             "Whole processes, interpreter start to exit, output piped, side by side:",
             "",
-            "| | wall time |",
-            "|---|---|",
-            f"| `aggsim explain PREFIX --json` | {cli_seconds:.3f} s |",
-            f"| a bare `python` that lists the prefix and parses every file | {bare_seconds:.3f} s |",
-            f"| ratio | {cli_seconds / bare_seconds:.2f}x |",
+            "| | wall time | ratio to the bare process |",
+            "|---|---|---|",
+            f"| `aggsim explain PREFIX --json` | {processes['aggsim']:.3f} s | {ratio_of('aggsim')} |",
+            f"| a bare `python` that lists the prefix and parses every file | {processes['bare']:.3f} s | 1.00x |",
+            f"| a bare `python` that makes propeller's requests (two listings, a HEAD and a GET per file) "
+            f"| {processes['requests']:.3f} s | {ratio_of('requests')} |",
+            f"| the same, printing every file as `explain --json` does | {processes['requests and files']:.3f} s "
+            f"| {ratio_of('requests and files')} |",
+            "",
+            f"`aggsim explain --json` against the last of these, which does the same requests and prints the same "
+            f"files without the tool: {processes['aggsim'] / processes['requests and files']:.2f}x.",
             "",
             f"Object-store requests propeller itself makes for this prefix: 2 x {pages} list pages "
             f"(IsError, then ReadError) + {args.files:,} HEAD + "
