@@ -71,6 +71,7 @@ class SimEvent:
     pod: str = ""
     recoverable: bool = False
     lands_during_fork: bool = False
+    pod_deleted: bool = False  # preemption: the pod object is deleted first, and the operator sees it
     message: str = ""
     duration: float = 0.0  # storage_outage
     keep_bytes: int = 0  # truncated_upload
@@ -496,6 +497,7 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
                     pod=event.pod,
                     recoverable=event.worker_error.recoverable if kind == "worker_error" else False,
                     lands_during_fork=event.preemption.lands_during_fork if kind == "preemption" else False,
+                    pod_deleted=event.preemption.pod_deleted if kind == "preemption" else False,
                     message=event.worker_error.message if kind == "worker_error" else "",
                     duration=outage if kind == "storage_outage" else 0.0,
                     keep_bytes=event.truncated_upload.keep_bytes if kind == "truncated_upload" else 0,

@@ -74,6 +74,7 @@ def _event(draw, pods: Sequence[str], playable: bool, fork: bool, start: float, 
     if kind == "preemption":
         event.pod = draw(st.sampled_from(list(pods)))
         event.preemption.lands_during_fork = fork and not playable and draw(st.booleans())
+        event.preemption.pod_deleted = draw(st.booleans())
     elif kind == "worker_error":
         event.pod = draw(st.sampled_from(list(pods)))
         event.worker_error.recoverable = draw(st.booleans())

@@ -23,6 +23,7 @@ class What(NamedEnum):
     TRAINING_COMPLETE = "training_complete"  # the workers returned (their agent notices at its next look)
     EXIT_BARRIER = "exit_barrier"  # the agent saw its workers finish and waits for the other agents
     EXIT_BARRIER_PASSED = "exit_barrier_passed"  # the agent returns success
+    POD_DELETED = "pod_deleted"  # the API server marks the pod for deletion (the kubelet's SIGTERM follows)
     SIGTERM = "sigterm"
     SIGNAL_LOST = "signal_lost"  # inside os.fork(), fork start method
     SIGKILL = "sigkill"
@@ -92,6 +93,8 @@ class Event(NamedTuple):
             return "agent sees its workers finished; waits at the exit barrier for the other agents"
         if what is w.EXIT_BARRIER_PASSED:
             return f"agent passes the exit barrier ({self.reason}) and returns"
+        if what is w.POD_DELETED:
+            return f"pod deleted ({self.reason}): marked with a deletion timestamp before the kubelet's SIGTERM"
         if what is w.SIGTERM:
             return f"SIGTERM ({self.reason})"
         if what is w.SIGNAL_LOST:

@@ -199,7 +199,7 @@ class Attempt:
         events = self.spec.events_for(self.attempt)
         for event in events:
             if event.kind == "preemption":
-                clock.at(event.at, lambda e=event: self._preempt(e.pod, e.lands_during_fork))
+                clock.at(event.at, lambda e=event: self._preempt(e.pod, e.lands_during_fork, e.pod_deleted))
             elif event.kind == "worker_error":
                 clock.at(event.at, lambda e=event: pods.worker_error(e.pod, e.recoverable, e.message))
             elif event.kind == "checkpoint":
@@ -215,7 +215,11 @@ class Attempt:
         completion = next((e.at for e in events if e.kind == "completion"), self.spec.training_seconds)
         clock.at(completion, pods.complete)
 
-    def _preempt(self, pod: str, lands_during_fork: bool) -> None:
+    def _preempt(self, pod: str, lands_during_fork: bool, pod_deleted: bool) -> None:
+        if pod_deleted and pod not in self.exits:  # an exited pod is Succeeded or Failed: the mark changes nothing
+            # the API server marks the pod before the kubelet signals it, and the mark wakes the operator
+            self.log(Event(self.clock.now, "api server", What.POD_DELETED, target=pod, reason="preemption"))
+            self.operator.pod_deleted(pod)
         if self.kubelet.terminate(pod, "kubelet: preemption", lands_during_fork):
             self.preempted = True
 

@@ -83,6 +83,17 @@ def test_recoverable_plugin_preemption_retries_and_resumes_from_checkpoint(real_
 
 
 @pytest.mark.slow
+def test_a_preemption_by_pod_deletion_fails_the_job_at_once_and_retries_even_upstream(real_runs):
+    """training-operator v1.8.0 `UpdateJobReplicaStatuses`: the deleted, still running pod counts as failed, so the
+    job is Failed at the deletion, before the upstream plugin's exit 0 could make it Succeeded; propeller reads no
+    file and retries (DownstreamSystemError), and the retry resumes from the checkpoint. Real pods, the same world."""
+    real = conform("preemption_by_pod_deletion", "upstream", real_runs)
+    first, second = real.attempts
+    assert (first.job_condition, first.decision, first.error.code) == ("Failed", "RETRY", "DownstreamSystemError")
+    assert second.resumed_from_checkpoint.startswith("attempt 0")
+
+
+@pytest.mark.slow
 def test_sibling_user_error_wins_over_cleanup_and_the_node_fails(real_runs):
     real = conform("sibling_user_error_cleanup", "recoverable", real_runs)
     [attempt] = real.attempts

@@ -121,6 +121,12 @@ EXPECTED = {
         "seed-pr": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),
         "recoverable": ("RETRIED_THEN_SUCCEEDED", 2, "USER:Recoverable"),
     },
+    # the preemption as a pod deletion: training-operator fails the job at the deletion mark, before any exit
+    "preemption_by_pod_deletion": {
+        "upstream": ("RETRIED_THEN_SUCCEEDED", 2, "DownstreamSystemError"),
+        "seed-pr": ("RETRIED_THEN_SUCCEEDED", 2, "DownstreamSystemError"),
+        "recoverable": ("RETRIED_THEN_SUCCEEDED", 2, "DownstreamSystemError"),
+    },
     "rounds_keep_failing": {
         "upstream": ("SUCCEEDED_SILENTLY", 1, None),
         "seed-pr": ("FAILED_PERMANENTLY", 1, None),  # the workflow is aborted: no task error at all
@@ -243,6 +249,47 @@ def test_non_elastic_job_succeeds_only_with_its_master():
     non_elastic = simulate(scenario(events, job="elastic: false", plugin="upstream")).attempts[0]
     assert elastic.job_terminal_at == pytest.approx(30.78)  # shutdown 0.03 + nothing to upload 0.05 + exit 0.7
     assert non_elastic.job_terminal_at > 31  # only when pod a (the master) exits
+
+
+@pytest.mark.parametrize("plugin", ["upstream", "seed-pr", "recoverable"])
+@pytest.mark.parametrize("elastic", [True, False])
+@pytest.mark.parametrize("deleted", ["a", "b"])
+def test_a_deleted_running_pod_fails_the_job_at_its_deletion_mark(plugin, elastic, deleted):
+    """training-operator v1.8.0 `pkg/core/status.go` `UpdateJobReplicaStatuses`: a Running pod with a deletion
+    timestamp counts as failed, and `UpdateJobStatus` fails the job (RestartPolicy Never) at the reconcile the mark
+    wakes, before the pod exits, whatever it then writes. Propeller (`common_operator.go` `GetPhaseInfo`) reads no file
+    for a Failed job: a retryable DownstreamSystemError. Master (pod a, non-elastic) or worker alike."""
+    events = f'events {{ at_seconds: 30 pod: "{deleted}" preemption {{ pod_deleted: true }} }}'
+    execution = simulate(scenario(events, job="" if elastic else "elastic: false", plugin=plugin))
+    attempt = execution.attempts[0]
+    assert (attempt.job_condition, attempt.job_terminal_at) == ("Failed", pytest.approx(30))
+    assert [e.what for e in attempt.timeline if e.at == pytest.approx(30)][:3] == [
+        What.POD_DELETED,
+        What.JOB_TERMINAL,
+        What.SIGTERM,
+    ]
+    assert (attempt.outcome.error.code, attempt.decision.decision.value) == ("DownstreamSystemError", "RETRY")
+    assert execution.final_phase.value == "RETRIED_THEN_SUCCEEDED"
+
+
+def test_a_deletion_mark_does_not_undo_a_terminal_job_or_count_an_exited_pod():
+    """`ReconcileJobs` stops at a finished job, and `UpdateJobReplicaStatuses` counts a pod by its phase: a pod that
+    already exited is Succeeded or Failed, not a running pod being deleted; one still stopping is."""
+    after_success = (
+        'events { at_seconds: 10 completion {} } events { at_seconds: 60 pod: "b" preemption { pod_deleted: true } }'
+    )
+    attempt = simulate(scenario(after_success, plugin="upstream")).attempts[0]
+    assert attempt.job_condition == "Succeeded"
+    assert not any(e.what is What.POD_DELETED for e in attempt.timeline)  # both pods exited before 60 s
+    twice = (
+        'events { at_seconds: 30 pod: "b" preemption {} } '
+        'events { at_seconds: 30.01 pod: "b" preemption { pod_deleted: true } }'
+    )
+    attempt = simulate(scenario(twice, plugin="upstream")).attempts[0]
+    # the first SIGTERM left the pod object alone; the deletion 10 ms later marks a pod that still runs (it exits
+    # 0 at 30.78): it counts as failed, and no second SIGTERM is sent
+    assert (attempt.job_condition, attempt.job_terminal_at) == ("Failed", pytest.approx(30.01))
+    assert [e.what for e in attempt.timeline].count(What.SIGTERM) == 1
 
 
 def test_clean_pod_policy_running_sigterms_the_rest():
