@@ -21,8 +21,13 @@ DEFAULT_MAX_ATTEMPTS = 1  # NodeConfig.DefaultMaxAttempts
 INTERRUPTIBLE_FAILURE_THRESHOLD = -1  # NodeConfig.InterruptibleFailureThreshold
 IGNORE_RETRY_CAUSE = False  # NodeConfig.IgnoreRetryCause
 MAX_WORKFLOW_RETRIES = 10  # Config.MaxWorkflowRetries
-# A failed round is requeued rate-limited: Queue's base delay is 0 s, and the batching interval 1 s
-ROUND_RETRY_SECONDS = 1.0  # Config.Queue.BatchingInterval (CompositeQueueBatch), with BaseDelay 0
+# A failed round writes the workflow (handler.go `streak`: RecordSystemError, then wfStore.Update) and returns its
+# error; the worker does not requeue it (workers.go `processNextWorkItem`). The write comes back through the
+# informer (controller.go `getWorkflowUpdatesHandler`: UpdateFunc -> enqueueFlyteWorkflow -> AddRateLimited on the
+# main queue, whose limiter is max(bucket 1000/s, exponential from BaseDelay 0): no delay). The batching interval
+# (1 s) is the sub-queue's, for pod and node updates only. So the next round follows at the API server's watch
+# latency: an estimate, not a measurement (no cluster here); set `propeller.round_retry_seconds` to yours.
+ROUND_RETRY_SECONDS = 0.05
 
 # --- storage (flytestdlib storage/config.go: LimitsConfig.GetLimitMegabytes default 2) ----------------------------
 MAX_DOWNLOAD_MBS = 2

@@ -20,6 +20,7 @@ from conftest import AGGSIM, ROOT, SCENARIOS  # noqa: E402
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from aggregation import defaults
 from aggregation.cli import main
 from aggregation.explore import Variation, default_variations, outcome_of, sweep
 from aggregation.record import execution_to_json
@@ -527,7 +528,7 @@ def test_max_workflow_retries_is_read_as_go_s_uint32(limit, failed):
     (aborted,) = rounds(execution, What.WORKFLOW_ABORTED)
     assert f"[{failed}/{failed - 1}]" in aborted.reason
     first = rounds(execution, What.ROUND_FAILED)[0].at
-    assert aborted.at == pytest.approx(first + failed, rel=1e-12)  # round_retry_seconds: 1
+    assert aborted.at == pytest.approx(first + failed * defaults.ROUND_RETRY_SECONDS, rel=1e-9)
 
 
 def test_at_uint32_s_largest_limit_rounds_fail_for_ever_and_the_node_never_ends():
