@@ -111,14 +111,21 @@ def explain_prefix(
     """
     store = open_prefix(prefix) if isinstance(prefix, str) else prefix
     read = reader_for(strategy, config.max_payload_bytes).read(store)
-    outputs_exist = False
+    outputs_exist, too_large = False, None
     if outputs_declared and read.error is None and read.round_error is None:
         try:
-            outputs_exist = store.head(OUTPUTS_FILE) is not None
+            size = store.head(OUTPUTS_FILE)
+            outputs_exist = size is not None
+            if size is not None and size > config.max_payload_bytes:  # RemoteFileOutputReader.Exists
+                path = f"{store.location.rstrip('/')}/{OUTPUTS_FILE}"  # GetOutputPath: built, not listed
+                too_large = (
+                    f"output file @[{path}] is too large [{size}] bytes, max allowed [{config.max_payload_bytes}] "
+                    "bytes: remote file exceeds max size"
+                )
         except StorageError as e:
             read = ReadResult(
                 read.strategy, read.candidates, None, read.rule, f"failed to stat outputs: {e}", read.ignored
             )
-    outcome = task_outcome(JobCondition.SUCCEEDED, read, outputs_declared, outputs_exist)
+    outcome = task_outcome(JobCondition.SUCCEEDED, read, outputs_declared, outputs_exist, outputs_too_large=too_large)
     decision = node_decision(outcome, retries, state, config)
     return Explanation(store.location, read, outcome, decision, store.requests.total)

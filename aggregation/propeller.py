@@ -93,11 +93,13 @@ def task_outcome(
     outputs_declared: bool = False,
     outputs_exist: bool = False,
     condition_message: str = "",
+    outputs_too_large: Optional[str] = None,
 ) -> TaskOutcome:
     """The task phase at the round that observes `condition`.
 
     `read` is the error reader's result for the attempt's output prefix; it is consulted only when the
-    job Succeeded (`plugin_manager.go` builds the reader only on success).
+    job Succeeded (`plugin_manager.go` builds the reader only on success). `outputs_too_large` is the Go error
+    `RemoteFileOutputReader.Exists` returned for an `outputs.pb` larger than the payload limit, if it did.
     """
     if condition in (JobCondition.CREATED, JobCondition.RUNNING, JobCondition.RESTARTING):
         return TaskOutcome(TaskPhase.RUNNING, reason=f"job {condition.value}")
@@ -119,6 +121,16 @@ def task_outcome(
     if read.error is not None:
         phase = TaskPhase.RETRYABLE_FAILURE if read.error.recoverable else TaskPhase.PERMANENT_FAILURE
         return TaskOutcome(phase, read.error, f"error file {read.error.path}: {read.rule}")
+    if outputs_declared and outputs_too_large is not None:
+        # handler.go ValidateOutput: ErrRemoteFileExceedsMaxSize from Exists -> a non-recoverable ExecutionError
+        # whose Kind is left unset (UNKNOWN)
+        error = ObservedError(
+            code="OutputSizeExceeded",
+            message=f"Remote output size exceeds max, err: [{outputs_too_large}]",
+            kind="UNKNOWN",
+            recoverable=False,
+        )
+        return TaskOutcome(TaskPhase.PERMANENT_FAILURE, error, "no error file and outputs.pb is over the payload limit")
     if outputs_declared and not outputs_exist:
         error = ObservedError(
             code="OutputsNotFound",

@@ -74,6 +74,34 @@ def test_declared_outputs_missing_is_outputs_not_found_recoverable_unknown():
     assert (outcome.error.code, outcome.error.kind, outcome.error.recoverable) == ("OutputsNotFound", "UNKNOWN", True)
 
 
+@pytest.mark.parametrize("strategy", ["earliest", "default"])
+def test_declared_outputs_over_the_payload_limit_fail_for_good(tmp_path, strategy):
+    """handler.go ValidateOutput: `RemoteFileOutputReader.Exists` HEADs `outputs.pb` and returns
+    ErrRemoteFileExceedsMaxSize when it is larger than the reader's payload limit (the error files' limit,
+    maxDownloadMBs); ValidateOutput turns that into `OutputSizeExceeded`, not recoverable, Kind unset. At the limit
+    it is an ordinary output, and without declared outputs nothing HEADs it."""
+    from aggregation.explain import explain_prefix
+
+    limit = PropellerConfig().max_payload_bytes
+    (tmp_path / "outputs.pb").write_bytes(b"\0" * (limit + 1))
+    explanation = explain_prefix(str(tmp_path), strategy, outputs_declared=True, retries=3)
+    error = explanation.error
+    assert (explanation.outcome.phase, error.code, error.kind, error.recoverable) == (
+        TaskPhase.PERMANENT_FAILURE,
+        "OutputSizeExceeded",
+        "UNKNOWN",
+        False,
+    )
+    assert error.message == (
+        f"Remote output size exceeds max, err: [output file @[{tmp_path}/outputs.pb] is too large [{limit + 1}] "
+        f"bytes, max allowed [{limit}] bytes: remote file exceeds max size]"
+    )
+    assert explanation.decision.decision is Decision.FAIL  # retries left, but not recoverable
+    assert explain_prefix(str(tmp_path), strategy, outputs_declared=False).outcome.phase is TaskPhase.SUCCEEDED
+    (tmp_path / "outputs.pb").write_bytes(b"\0" * limit)
+    assert explain_prefix(str(tmp_path), strategy, outputs_declared=True).outcome.phase is TaskPhase.SUCCEEDED
+
+
 def test_no_error_and_no_declared_outputs_succeeds_silently():
     """ValidateOutput: `!outputsDeclared` -> nil, nil: success with nothing at all."""
     outcome = task_outcome(JobCondition.SUCCEEDED, read_with())
