@@ -67,6 +67,12 @@ class PropellerConfig:
         with: `uint32(cfg.MaxWorkflowRetries)`, so -1 is 4,294,967,295 and a larger int keeps its low 32 bits."""
         return self.max_workflow_retries & UINT32_MAX
 
+    @property
+    def system_failure_limit(self) -> int:
+        """`maxNodeRetriesForSystemFailures: uint32(nodeConfig.MaxNodeRetriesOnSystemFailures)` (`nodes/executor.go`
+        `NewExecutor`): a negative setting wraps to billions."""
+        return self.max_node_retries_system_failures & UINT32_MAX
+
 
 @dataclass(frozen=True)
 class NodeState:
@@ -147,7 +153,8 @@ def task_outcome(
 def max_attempts_for(retries: int, config: PropellerConfig) -> int:
     """`retries: N` compiles to MinAttempts = N + 1 (`compiler/transformers/k8s/utils.go`); 1 keeps the default."""
     min_attempts = retries + 1
-    return min_attempts if min_attempts != 1 else config.default_max_attempts
+    # isEligibleForRetry: `uint32(DefaultMaxAttempts)` or `uint32(*MinAttempts)`: a negative default wraps
+    return (min_attempts if min_attempts != 1 else config.default_max_attempts) & UINT32_MAX
 
 
 def is_eligible_for_retry(
@@ -156,7 +163,7 @@ def is_eligible_for_retry(
     """`isEligibleForRetry`: (eligible, current attempt, max attempts) as propeller computes them."""
     if not config.ignore_retry_cause and error.kind == "SYSTEM":
         current = state.system_failures
-        maximum = config.max_node_retries_system_failures
+        maximum = config.system_failure_limit
         return current < maximum, current, maximum
     if config.ignore_retry_cause:
         current = state.attempts + 1
@@ -236,11 +243,12 @@ def runs_on_interruptible(state: NodeState, interruptible: bool, retries: int, c
         if failures == 0:
             return True
     else:
-        failures, maximum = state.system_failures, config.max_node_retries_system_failures + 1
+        failures, maximum = state.system_failures, (config.system_failure_limit + 1) & UINT32_MAX
+    # isAboveInterruptibleFailureThreshold works in uint32: `maxAttempts - uint32(-threshold)` wraps below zero
     if threshold > 0:
         above = failures >= threshold
     else:
-        above = failures >= maximum - abs(threshold)
+        above = failures >= (maximum - ((-threshold) & UINT32_MAX)) & UINT32_MAX
     return not above
 
 

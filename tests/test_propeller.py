@@ -222,6 +222,28 @@ def test_positive_threshold_is_absolute():
     assert runs_on_interruptible(NodeState(1, 1), True, 0, config) is False
 
 
+def test_negative_node_settings_wrap_as_go_s_uint32():
+    """Go converts these settings to uint32 before comparing: nodes/executor.go `NewExecutor`
+    (`uint32(MaxNodeRetriesOnSystemFailures)`) and `isEligibleForRetry` (`uint32(DefaultMaxAttempts)`), and
+    node_exec_context.go `isAboveInterruptibleFailureThreshold` (`maxAttempts - uint32(-threshold)`). A negative
+    setting is billions of retries, not none."""
+    system = task_outcome(JobCondition.SUCCEEDED, read_with(SYSTEM_RECOVERABLE))
+    endless_system = PropellerConfig(max_node_retries_system_failures=-1)
+    decision = node_decision(system, retries=0, state=NodeState(1, 1), config=endless_system)
+    assert (decision.decision, decision.max_attempts) == (Decision.RETRY, 2**32 - 1)
+    user = task_outcome(JobCondition.SUCCEEDED, read_with(USER_RECOVERABLE))
+    decision = node_decision(user, retries=0, config=PropellerConfig(default_max_attempts=-1))
+    assert (decision.decision, decision.max_attempts) == (Decision.RETRY, 2**32 - 1)
+    # 3 system retries -> maxAttempts 4; 4 - uint32(5) wraps: no failure count reaches it, the node stays on spot
+    wrapped = PropellerConfig(interruptible_failure_threshold=-5)
+    assert all(runs_on_interruptible(NodeState(n, n), True, 0, wrapped) for n in range(6))
+    # ignore-retry-cause: retries 2 -> maxAttempts 3; 3 - uint32(4) wraps likewise
+    ignoring = PropellerConfig(interruptible_failure_threshold=-4, ignore_retry_cause=True)
+    assert runs_on_interruptible(NodeState(1, 0), True, 2, ignoring) is True
+    # -1 system retries: uint32 max + 1 wraps to 0, and 0 - uint32(1) to uint32 max: on spot for ever too
+    assert runs_on_interruptible(NodeState(7, 7), True, 0, endless_system) is True
+
+
 def test_next_attempt_resumes_from_the_previous_attempts_checkpoint_only():
     """ComputePreviousCheckpointPath: attempt N gets attempt N-1's checkpoint; none written -> nothing."""
     written = {0: "s3://b/ckpt/0"}
