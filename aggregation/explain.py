@@ -20,7 +20,7 @@ from aggregation.propeller import (
     node_decision,
     task_outcome,
 )
-from aggregation.readers import EARLIEST, ObservedError, ReadResult, reader_for
+from aggregation.readers import EARLIEST, ObservedError, ReadResult, reader_for, too_large
 from aggregation.storage import OutputPrefix, StorageError, open_prefix
 
 OUTPUTS_FILE = "outputs.pb"
@@ -111,21 +111,21 @@ def explain_prefix(
     """
     store = open_prefix(prefix) if isinstance(prefix, str) else prefix
     read = reader_for(strategy, config.max_payload_bytes).read(store)
-    outputs_exist, too_large = False, None
+    outputs_exist, outputs_too_large = False, None
     if outputs_declared and read.error is None and read.round_error is None:
         try:
             size = store.head(OUTPUTS_FILE)
             outputs_exist = size is not None
             if size is not None and size > config.max_payload_bytes:  # RemoteFileOutputReader.Exists
                 path = f"{store.location.rstrip('/')}/{OUTPUTS_FILE}"  # GetOutputPath: built, not listed
-                too_large = (
-                    f"output file @[{path}] is too large [{size}] bytes, max allowed [{config.max_payload_bytes}] "
-                    "bytes: remote file exceeds max size"
-                )
+                # errors.Wrapf(ErrRemoteFileExceedsMaxSize, ...): the wrapped error's text follows
+                outputs_too_large = f"{too_large(path, size, config.max_payload_bytes)}: remote file exceeds max size"
         except StorageError as e:
             read = ReadResult(
                 read.strategy, read.candidates, None, read.rule, f"failed to stat outputs: {e}", read.ignored
             )
-    outcome = task_outcome(JobCondition.SUCCEEDED, read, outputs_declared, outputs_exist, outputs_too_large=too_large)
+    outcome = task_outcome(
+        JobCondition.SUCCEEDED, read, outputs_declared, outputs_exist, outputs_too_large=outputs_too_large
+    )
     decision = node_decision(outcome, retries, state, config)
     return Explanation(store.location, read, outcome, decision, store.requests.total)

@@ -187,8 +187,9 @@ def go_escape_path(path: str) -> str:
     return "".join(chr(b) if b in _PATH_SAFE else f"%{b:02X}" for b in path.encode("utf-8"))
 
 
-def _too_large(reference: str, size: int, limit: int) -> str:
-    """`validatePayloadSize` (the HEAD check)."""
+def too_large(reference: str, size: int, limit: int) -> str:
+    """The HEAD check's text for a file over the payload limit: `validatePayloadSize` (error files) and
+    `RemoteFileOutputReader.Exists` (outputs.pb) word it alike."""
     return f"output file @[{reference}] is too large [{size}] bytes, max allowed [{limit}] bytes"
 
 
@@ -229,7 +230,7 @@ class DefaultErrorReader:
         if size is None:
             return ReadResult(DEFAULT)
         if size > self.max_payload_bytes:
-            problem = _too_large(reference, size, self.max_payload_bytes)
+            problem = too_large(reference, size, self.max_payload_bytes)
             return ReadResult(
                 DEFAULT, (Candidate(key, size, problem=problem),), rule=RULE_ROUND_ERROR, round_error=problem
             )
@@ -299,7 +300,7 @@ class EarliestErrorReader:
                 problem = f"failed to read error file @[{listed_reference(location, key)}]: {e}"
                 return self._round_error(heads, sizes, Candidate(key, 0, problem=problem), ignored)
             if size is not None and size > self.max_payload_bytes:
-                problem = _too_large(listed_reference(location, key), size, self.max_payload_bytes)
+                problem = too_large(listed_reference(location, key), size, self.max_payload_bytes)
                 return self._round_error(heads, sizes, Candidate(key, size, problem=problem), ignored)
             sizes.append(size or 0)
         if not heads:

@@ -6,7 +6,7 @@ time and the peak RSS of that run are reported. Also reported: the object-store 
 itself would make for the same prefix (list pages of 1000 + one HEAD and one GET per error file).
 
 Whole processes, side by side: `aggsim explain --json`, the bare process, and a bare process that makes
-propeller's requests, alone and printing the same files as `aggsim` (checked): the first splits the gap into
+propeller's requests, alone and printing the same files as `aggsim` (checked): the last two split the gap into
 what propeller's requests and the output cost and what the tool costs.
 
 Run: `make bench` (or `python benchmarks/bench_explain.py [--files N] [--repeats R] [--write-readme]`).
@@ -96,6 +96,7 @@ def listing():
         return sorted(e.name for e in entries if e.name.startswith("error") and e.is_file())
 
 
+# IsError's HEADs: timed for their cost, their answer unused (no file here is over the limit)
 sizes = {name: os.stat(os.path.join(prefix, name)).st_size for name in listing() if name.endswith(".pb")}
 files, best = [], None
 for name in (n for n in listing() if n.endswith(".pb")):
