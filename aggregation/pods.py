@@ -15,8 +15,6 @@ workers are joined), `errors/error_handler.py` (`int(time.time())` stamps).
 from __future__ import annotations
 
 import enum
-import functools
-import hashlib
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional
@@ -30,6 +28,7 @@ from aggregation.engine import Clock, Scheduled, cancel
 from aggregation.nanoseconds import on_the_clock
 from aggregation.plugin_variants import PodPlugin, plugin_for
 from aggregation.readers import parse_document
+from aggregation.replica_env import backend_environment, error_file_name, is_master, reported_worker
 from aggregation.scenario import PodTiming, ScenarioSpec
 from aggregation.storage import MemoryPrefix
 from aggregation.symbolic import stamp_ns
@@ -133,14 +132,6 @@ def read_container_error(content: bytes) -> Optional[errors_pb2.ContainerError]:
     except DecodeError:
         return None
     return document.error if document.HasField("error") else None
-
-
-@functools.lru_cache(maxsize=4096)  # a sweep names the same pods of the same attempts again and again
-def error_file_name(aggregation: bool, seed: int, attempt: int, pod: str) -> str:
-    """flytekit `_build_error_file_name`: `error-<uuid4 hex>.pb` with `_F_DES`, else `error.pb` (deterministic here)."""
-    if not aggregation:
-        return "error.pb"
-    return f"error-{hashlib.blake2b(f'{seed}/{attempt}/{pod}'.encode(), digest_size=16).hexdigest()}.pb"
 
 
 class Pod:
@@ -474,6 +465,7 @@ class SimulatedPods:
         world.clock = Clock()
         spec, plugin = self.spec, plugin_for(self.spec.plugin)
         for index, name in enumerate(spec.pods):
+            env = backend_environment(name, is_master(spec.elastic, index), spec.error_aggregation)
             self.pods[name] = Pod(
                 name,
                 rank0=index == 0,
@@ -481,8 +473,8 @@ class SimulatedPods:
                 plugin=plugin,
                 fork=spec.fork,
                 grace=spec.grace,
-                error_file_name=error_file_name(spec.error_aggregation, spec.seed, self.attempt, name),
-                worker_name=name if spec.error_aggregation else "",
+                error_file_name=error_file_name(env, spec.seed, self.attempt, name),
+                worker_name=reported_worker(env),
                 world=world,
                 group=self,
             )

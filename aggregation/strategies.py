@@ -9,12 +9,12 @@
         execution = simulate(spec_of(message))
         ...
 
-Every scenario drawn loads without a `ScenarioError`: job shapes (1-8 pods x 1-4 workers, spawn or fork,
-restarts, cleanup policy, grace period), the plugin, the aggregation flag, propeller's settings, pod timings
-(per-pod overrides, clock offsets, the reaction to a peer's death) and up to `max_attempts` attempts of timed
-events of every kind. `playable=True` draws only what `aggsim run-local` plays for real (no storage faults,
-no signal aimed inside os.fork(), no seed-pr variant, a shape this machine runs in reasonable time, events
-after the first rendezvous). Needs hypothesis (the `test` extra).
+Every scenario drawn loads without a `ScenarioError`: job shapes (1-8 pods x 1-4 workers, elastic or with a
+master, spawn or fork, restarts, cleanup policy, grace period), the plugin, the aggregation flag, propeller's
+settings, pod timings (per-pod overrides, clock offsets, the reaction to a peer's death) and up to
+`max_attempts` attempts of timed events of every kind. `playable=True` draws only what `aggsim run-local`
+plays for real (no storage faults, no signal aimed inside os.fork(), no seed-pr variant, a shape this machine
+runs in reasonable time, events after the first rendezvous). Needs hypothesis (the `test` extra).
 """
 
 from __future__ import annotations
@@ -117,6 +117,7 @@ def scenarios(
     job.nproc_per_node = draw(st.integers(1, max_nproc))
     fork = draw(st.booleans())
     job.start_method = pb.FORK if fork else pb.SPAWN
+    job.elastic = draw(st.booleans())  # without an ElasticPolicy pods[0] is the master (`replica_env`)
     job.clean_pod_policy = draw(st.sampled_from([pb.CLEAN_POD_POLICY_NONE, pb.CLEAN_POD_POLICY_RUNNING,
                                                  pb.CLEAN_POD_POLICY_ALL]))  # fmt: skip
     # real pods do not yet play a restart that completes a new rendezvous round (localjob.runner.check_playable)

@@ -1,9 +1,10 @@
 """One "pod" on this machine: the real `pyflyte-execute` entrypoint running an elastic task.
 
-A pod gets what Flyte's backend plugin gives a PyTorchJob worker replica: `_F_WN` (the pod name,
-always), `_F_DES=Earliest` only when `enable-distributed-error-aggregation` is on, and, for jobs with
-more than one node, `PET_NNODES` and `PET_RDZV_ENDPOINT`. Its output prefix is a local directory
-standing for the blob store, given as an `aggsim-blob://` URL so that uploads appear whole (`blobstore`).
+A pod gets what Flyte's backend plugin gives its PyTorchJob replica (`aggregation.replica_env`): a worker
+`_F_WN` (the pod name, always) and `_F_DES=Earliest` only when `enable-distributed-error-aggregation` is on, a
+non-elastic job's master neither; and, for jobs with more than one node, `PET_NNODES` and `PET_RDZV_ENDPOINT`.
+Its output prefix is a local directory standing for the blob store, given as an `aggsim-blob://` URL so that
+uploads appear whole (`blobstore`).
 
 Every pod runs in its own session (process group), so the agent *and* its workers can be reaped
 together: `LocalPod` is a context manager whose exit SIGKILLs whatever is left, even when the
@@ -25,6 +26,7 @@ from typing import Mapping, Optional
 
 from flyteidl.core import literals_pb2
 
+from aggregation.replica_env import backend_environment
 from localjob import blobstore
 
 
@@ -72,6 +74,7 @@ class PodSpec:
     output_prefix: Path
     task_resolver: str = "localjob.workloads.resolver"
     error_aggregation: bool = True
+    master: bool = False  # the Master replica of a job without an ElasticPolicy: no _F_WN, no _F_DES
     nnodes: int = 1
     rendezvous_endpoint: Optional[str] = None
     execution_id: str = "aggsim-local"
@@ -84,17 +87,15 @@ class PodSpec:
         env = dict(os.environ)
         for inherited in ("_F_DES", "FLYTE_INTERNAL_DIST_ERROR_STRATEGY", "_F_WN", "FLYTE_INTERNAL_WORKER_NAME"):
             env.pop(inherited, None)
+        env.update(backend_environment(self.name, self.master, self.error_aggregation))
         env.update(
             {
-                "_F_WN": self.name,
                 "FLYTE_INTERNAL_EXECUTION_ID": self.execution_id,
                 "FLYTE_INTERNAL_EXECUTION_PROJECT": "aggsim",
                 "FLYTE_INTERNAL_EXECUTION_DOMAIN": "local",
                 "PYTHONUNBUFFERED": "1",
             }
         )
-        if self.error_aggregation:
-            env["_F_DES"] = "Earliest"
         if self.nnodes > 1:
             env["PET_NNODES"] = str(self.nnodes)
             if self.rendezvous_endpoint:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Optional
 
 from aggregation.engine import WallClock
 from aggregation.pods import ErrorRecord, Upload, read_container_error
+from aggregation.replica_env import is_master
 from aggregation.scenario import ScenarioSpec
 from aggregation.storage import open_prefix
 from aggregation.timeline import Event, What
@@ -156,6 +157,7 @@ class RealPods:
                 task_args=tuple(workload.loader_args()),
                 output_prefix=self.prefix,
                 error_aggregation=spec.error_aggregation,
+                master=is_master(spec.elastic, spec.pods.index(pod)),
                 nnodes=len(spec.pods),
                 rendezvous_endpoint=f"localhost:{port}",
                 execution_id=f"{spec.name}-{self.attempt}",

@@ -218,7 +218,8 @@ def conforming_local_run(spec, directory: Path):
 
 def half_written_uploads(record) -> list[str]:
     """The error files of a real run (an `aggsim.v1.Execution`) that were read without a field flytekit's entrypoint
-    always writes (`_dispatch_execute`: code, message, origin USER, a timestamp, and with aggregation the worker),
+    always writes (`_dispatch_execute`: code, message, origin USER, a timestamp, and in a per-worker `error-<hex>.pb`
+    the worker; a non-elastic job's master writes `error.pb` with none, aggregation or not: `replica_env`),
     unless the scenario cut that upload short itself (an `upload_truncated` event). An object store shows an
     object whole; the real runner's store must too (`localjob/blobstore.py`)."""
     from flyteidl.core import execution_pb2
@@ -236,7 +237,7 @@ def half_written_uploads(record) -> list[str]:
                 and error.message
                 and error.origin == execution_pb2.ExecutionError.USER
                 and error.HasField("timestamp")
-                and (error.worker or not record.error_aggregation)
+                and (error.worker or file.name == "error.pb")
             )
             if not whole:
                 found.append(f"attempt {attempt.attempt} {file.name} from {file.pod or '?'}: {error}".strip())

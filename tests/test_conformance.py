@@ -101,6 +101,24 @@ def test_sibling_user_error_wins_over_cleanup_and_the_node_fails(real_runs):
 
 
 @pytest.mark.slow
+def test_a_non_elastic_job_s_master_reports_its_error_in_error_pb_with_no_worker_name(tmp_path):
+    """flyteplugins `pytorch.go` `BuildResource` gives `_F_WN`/`_F_DES` to the Worker replicas only: the real master
+    pod (`pyflyte-execute` with neither) writes `error.pb` with no worker name although aggregation is on, and
+    propeller's earliest reader reports that. The job is Succeeded when the master exits 0 (`UpdateJobStatus`)."""
+    from aggregation.scenario import parse_scenario_source
+
+    text = (SCENARIOS / "sibling_user_error_cleanup.textproto").read_text()
+    text = text.replace("nproc_per_node: 2", "nproc_per_node: 2 elastic: false")
+    real = conforming_local_run(
+        parse_scenario_source(text, "non_elastic.textproto").spec("recoverable"), tmp_path / "run"
+    )
+    [attempt] = real.attempts
+    assert attempt.job_condition == "Succeeded" and attempt.decision == "FAIL"
+    assert (attempt.winning_file, attempt.error.worker) == ("error.pb", "")
+    assert "bad batch" in attempt.error.message
+
+
+@pytest.mark.slow
 def test_aggregation_off_a_preemption_retries(real_runs):
     """Flyte's default reader (the single error.pb, last writer wins): the survivor's consequence yields to
     the preempted pod's report, so the node retries and resumes."""

@@ -69,7 +69,8 @@ def test_a_seeded_sample_of_generated_scenarios_agrees_with_real_pods_or_is_a_pr
         # the checks every shared real run gets (conftest.conform): whatever the verdict, no pod, agent or worker
         # outlives the run, and no upload was read half-written
         leftovers, half_written = leftover_processes(run_directory), half_written_uploads(real)
-        shape = f"{len(spec.pods)}x{spec.nproc_per_node} {spec.plugin.value} aggregation={spec.error_aggregation}"
+        shape = f"{len(spec.pods)}x{spec.nproc_per_node}{'' if spec.elastic else ' with a master'} {spec.plugin.value}"
+        shape += f" aggregation={spec.error_aggregation}"
         kinds = "/".join(",".join(e.kind for e in events) or "-" for events in spec.attempts)
         if len(outcomes) > 1:
             ok = verdict_key(real) in outcomes

@@ -252,6 +252,39 @@ def test_non_elastic_job_succeeds_only_with_its_master():
     assert non_elastic.job_terminal_at > 31  # only when pod a (the master) exits
 
 
+@pytest.mark.parametrize("aggregation", [True, False])
+def test_a_non_elastic_job_s_master_writes_error_pb_with_no_worker_name(aggregation):
+    """flyteplugins v1.16.8 `kfoperators/pytorch/pytorch.go` `BuildResource`: `updateEnvVars` (`_F_WN`, and `_F_DES`
+    with aggregation) runs on the Worker replica spec only, so the Master has neither; flytekit `entrypoint.py`
+    `_build_error_file_name` then names its file `error.pb` and `_get_worker_name` gives "". Its workers still
+    write `error-<hex>.pb` with their names when aggregation is on."""
+    events = 'events { at_seconds: 30 pod: "a" worker_error {} } events { at_seconds: 30 pod: "b" worker_error {} }'
+    spec = replace(scenario(events, job="elastic: false", plugin="upstream"), error_aggregation=aggregation)
+    attempt = simulate(spec).attempts[0]
+    files = {u.pod: (u.name, u.error.worker) for u in attempt.uploads if u.error is not None}
+    assert files["a"] == ("error.pb", "")
+    if aggregation:
+        assert files["b"][0].startswith("error-") and files["b"][1] == "b"
+        elastic = simulate(scenario(events, plugin="upstream")).attempts[0]
+        assert {u.pod: u.error.worker for u in elastic.uploads if u.error} == {"a": "a", "b": "b"}
+    else:
+        assert files["b"] == ("error.pb", "")
+
+
+def test_a_master_s_error_pb_loses_a_tie_to_a_worker_s_file():
+    """remote_file_output_reader.go `earliestFileErrorReader.ReadError` replaces the earliest only on a strictly
+    earlier stamp, in listing order: `error-<hex>.pb` lists before the master's `error.pb` ('-' < '.'), so with
+    equal stamps the worker's error is reported (worker "b"); a strictly earlier master's error (pod b's node clock
+    runs 1 s ahead) is reported with no worker name."""
+    tie = 'events { at_seconds: 30 pod: "a" worker_error {} } events { at_seconds: 30 pod: "b" worker_error {} }'
+    attempt = simulate(scenario(tie, job="elastic: false", plugin="upstream")).attempts[0]
+    stamps = {u.error.timestamp for u in attempt.seen if u.error is not None}
+    assert len(stamps) == 1 and attempt.outcome.error.worker == "b"
+    ahead = 'pod_timings { pod: "b" timings { clock_offset_seconds: 1 } }'
+    attempt = simulate(scenario(tie, job="elastic: false", plugin="upstream", extra=ahead)).attempts[0]
+    assert (attempt.outcome.error.path, attempt.outcome.error.worker) == ("error.pb", "")
+
+
 @pytest.mark.parametrize("plugin", ["upstream", "seed-pr", "recoverable"])
 @pytest.mark.parametrize("elastic", [True, False])
 @pytest.mark.parametrize("deleted", ["a", "b"])

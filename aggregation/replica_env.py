@@ -1,0 +1,55 @@
+"""What Flyte's backend plugin tells each PyTorchJob pod, and the error file flytekit's entrypoint makes of it.
+
+flyteplugins (flyteorg/flyte v1.16.8) `go/tasks/plugins/k8s/kfoperators/pytorch/pytorch.go` `BuildResource`, task
+type version 1 (what flytekit's kfpytorch tasks serialize): `updateEnvVars` runs on the Worker replica spec's
+container only. It adds `_F_WN` (the pod's own name, through the downward API's `metadata.name`) always, and
+`_F_DES=Earliest` when `plugins.k8s.enable-distributed-error-aggregation` is on. The Master replica spec (a job
+without an ElasticPolicy keeps one; pods[0] here) gets neither.
+
+flytekit 1.16 `flytekit/bin/entrypoint.py` reads them: `_build_error_file_name` names the error file
+`error-<uuid4 hex>.pb` only when `_F_DES` is set, else `error.pb`; `_get_worker_name` gives `_F_WN` only when
+`_F_DES` is set, else "". So a non-elastic job's master writes `error.pb` with no worker name even when aggregation
+is on, next to its workers' `error-<hex>.pb` files (propeller's earliest reader lists them all under `error`).
+
+Both the simulated pods and the real ones (`localjob`) take their environment from here.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+
+WORKER_NAME = "_F_WN"  # flytek8s `FlyteInternalWorkerNameEnvVarKey`
+ERROR_STRATEGY = "_F_DES"  # flytek8s `FlyteInternalDistErrorStrategyEnvVarKey`
+EARLIEST = "Earliest"  # k8s `EarliestErrorAggregationStrategy.String()`
+
+
+def is_master(elastic: bool, index: int) -> bool:
+    """Whether the job's `index`-th pod is its Master replica: a job without an ElasticPolicy has one (pods[0])."""
+    return not elastic and index == 0
+
+
+def backend_environment(pod: str, master: bool, aggregation: bool) -> dict[str, str]:
+    """The variables `BuildResource` adds to the pod's container (the Master's: none)."""
+    if master:
+        return {}
+    env = {WORKER_NAME: pod}
+    if aggregation:
+        env[ERROR_STRATEGY] = EARLIEST
+    return env
+
+
+def reported_worker(env: dict[str, str]) -> str:
+    """flytekit `_get_worker_name`: the ContainerError's `worker`."""
+    return env.get(WORKER_NAME, "") if env.get(ERROR_STRATEGY) else ""
+
+
+@functools.lru_cache(maxsize=4096)  # a sweep names the same pods of the same attempts again and again
+def _per_worker_name(seed: int, attempt: int, pod: str) -> str:
+    return f"error-{hashlib.blake2b(f'{seed}/{attempt}/{pod}'.encode(), digest_size=16).hexdigest()}.pb"
+
+
+def error_file_name(env: dict[str, str], seed: int, attempt: int, pod: str) -> str:
+    """flytekit `_build_error_file_name`: `error-<uuid4 hex>.pb` with `_F_DES`, else `error.pb`. The simulator's
+    hex is drawn from the scenario's seed, the attempt and the pod instead of uuid4, so runs repeat."""
+    return _per_worker_name(seed, attempt, pod) if env.get(ERROR_STRATEGY) else "error.pb"
