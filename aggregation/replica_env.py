@@ -49,7 +49,12 @@ def _per_worker_name(seed: int, attempt: int, pod: str) -> str:
     return f"error-{hashlib.blake2b(f'{seed}/{attempt}/{pod}'.encode(), digest_size=16).hexdigest()}.pb"
 
 
+def writes_error_pb(env: dict[str, str]) -> bool:
+    """flytekit `_build_error_file_name` without `_F_DES`: the shared name `error.pb`."""
+    return not env.get(ERROR_STRATEGY)
+
+
 def error_file_name(env: dict[str, str], seed: int, attempt: int, pod: str) -> str:
     """flytekit `_build_error_file_name`: `error-<uuid4 hex>.pb` with `_F_DES`, else `error.pb`. The simulator's
     hex is drawn from the scenario's seed, the attempt and the pod instead of uuid4, so runs repeat."""
-    return _per_worker_name(seed, attempt, pod) if env.get(ERROR_STRATEGY) else "error.pb"
+    return "error.pb" if writes_error_pb(env) else _per_worker_name(seed, attempt, pod)

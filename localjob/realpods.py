@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Optional
 
 from aggregation.engine import WallClock
 from aggregation.pods import ErrorRecord, Upload, read_container_error
-from aggregation.replica_env import is_master
+from aggregation.replica_env import backend_environment, is_master, writes_error_pb
 from aggregation.scenario import ScenarioSpec
 from aggregation.storage import open_prefix
 from aggregation.timeline import Event, What
@@ -118,6 +118,13 @@ class RealPods:
     ) -> None:
         self.spec = spec
         self.attempt = attempt
+        # the pod that writes `error.pb`, when it is the only one (a non-elastic job's master, aggregation on)
+        writers = [
+            pod
+            for index, pod in enumerate(spec.pods)
+            if writes_error_pb(backend_environment(pod, is_master(spec.elastic, index), spec.error_aggregation))
+        ]
+        self.error_pb_writer = writers[0] if len(writers) == 1 else ""
         self.workload = workload
         self.base = Path(work_dir) / f"attempt-{attempt}"
         self.events_dir, self.prefix, self.work = self.base / "events", self.base / "outputs", self.base / "work"
@@ -293,6 +300,8 @@ class RealPods:
             container = read_container_error(content)
             error = ErrorRecord.from_container_error(container) if container is not None else None
             pod = error.worker if error is not None else ""
+            if not pod and file_name == "error.pb":
+                pod = self.error_pb_writer  # a master next to workers with _F_DES: its file names no worker
             upload = Upload(file_name, pod, to_scenario(seen_at), error, content)
             self.upload_keys[id(upload)] = (file_name, mtime)
             world.upload(upload)

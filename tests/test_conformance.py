@@ -116,6 +116,8 @@ def test_a_non_elastic_job_s_master_reports_its_error_in_error_pb_with_no_worker
     assert attempt.job_condition == "Succeeded" and attempt.decision == "FAIL"
     assert (attempt.winning_file, attempt.error.worker) == ("error.pb", "")
     assert "bad batch" in attempt.error.message
+    # the runner knows the master by its file's name, the only error.pb among per-worker files
+    assert [file.pod for file in attempt.files if file.name == "error.pb"] == ["train-worker-0"]
 
 
 @pytest.mark.slow
