@@ -44,6 +44,13 @@ MONITOR_INTERVAL_SECONDS = 5.0
 # torch `SimpleElasticAgent.__init__(exit_barrier_timeout=300)`, which torch's `LaunchConfig` keeps and flytekit
 # never sets: an agent whose workers finished waits this long at `_exit_barrier` for the other agents
 EXIT_BARRIER_TIMEOUT_SECONDS = 300.0
+# How long the cluster takes to tell the training operator (Kubernetes, not this tool's ground truth, so no measured
+# figure: 0, the operator hears at once, is the model's idealization; `--vary job.pod_status_seconds=...` in `prove`
+# decides what a real latency changes). A pod's exit reaches the operator through the kubelet's status report...
+POD_STATUS_SECONDS = 0.0
+# ...and the job's terminal condition reaches its CleanPodPolicy deletions one reconcile later (training-operator
+# v1.8.0 `common/job.go` `ReconcileJobs` deletes pods only when the status it is given is already finished).
+CLEANUP_SECONDS = 0.0
 
 # --- pod timings (measured on this machine with real pods; scenarios override them) -------------------------------
 RENDEZVOUS_SECONDS = 2.0

@@ -9,7 +9,9 @@ the job is terminal, CleanPodPolicy decides which pods are deleted (`pkg/control
 `deletePodsAndServices`: Running deletes the running ones, All every one; each deletion is a SIGTERM,
 and SIGKILL after the grace period).
 
-The same operator runs simulated and real jobs: it only hears of pod exits and deletions, and asks for deletions.
+The cluster's latencies are the scenario's (`job.pod_status_seconds`, `job.cleanup_seconds`; 0 by default: the
+operator hears and cleans up at once). The same operator runs simulated and real jobs: it only hears of pod exits
+and deletions, and asks for deletions.
 """
 
 from __future__ import annotations
@@ -23,21 +25,36 @@ class TrainingOperator:
     def __init__(
         self,
         elastic: bool,
-        master: str,
+        pods: tuple[str, ...],
         clean_pod_policy: CleanPodPolicy,
-        running_pods: Callable[[], list[str]],
         delete_pod: Callable[[str, CleanPodPolicy], None],
         on_terminal: Callable[[JobCondition, str], None],
+        later: Callable[[float, Callable[[], None]], None],
+        pod_status_delay: float = 0.0,
+        cleanup_delay: float = 0.0,
     ) -> None:
         self.elastic = elastic
-        self.master = master
+        self.pods = pods
+        self.master = pods[0]
         self.clean_pod_policy = clean_pod_policy
-        self.running_pods = running_pods  # asked only when the job turns terminal (N exits cost O(N))
         self.delete_pod = delete_pod
         self.on_terminal = on_terminal
+        self.later = later  # run a callback this many seconds from now, on the attempt's clock
+        self.pod_status_delay = pod_status_delay
+        self.cleanup_delay = cleanup_delay
+        self.exited: set[str] = set()  # the pods whose exit the operator has heard of: the rest count as running
         self.condition: Optional[JobCondition] = None
 
     def pod_exited(self, pod: str, exit_code: int) -> None:
+        """The pod's container exited: the operator hears of it `pod_status_delay` later (the kubelet's status
+        report through the API server)."""
+        if self.pod_status_delay:
+            self.later(self.pod_status_delay, lambda: self._heard_exit(pod, exit_code))
+        else:
+            self._heard_exit(pod, exit_code)
+
+    def _heard_exit(self, pod: str, exit_code: int) -> None:
+        self.exited.add(pod)
         if self.condition is not None:
             return
         if exit_code != 0:
@@ -48,7 +65,8 @@ class TrainingOperator:
 
     def pod_deleted(self, pod: str) -> None:
         """The pod object got a deletion timestamp while the pod runs: `UpdateJobReplicaStatuses` counts it failed
-        from now on, and with RestartPolicy Never a failed replica fails the job (`UpdateJobStatus`)."""
+        from now on, and with RestartPolicy Never a failed replica fails the job (`UpdateJobStatus`). The mark is the
+        API server's own, so the operator's watch hears of it with no kubelet in between."""
         if self.condition is not None:
             return
         why = "a running pod with a deletion timestamp counts as failed (RestartPolicy Never)"
@@ -57,6 +75,16 @@ class TrainingOperator:
     def _terminal(self, condition: JobCondition, why: str) -> None:
         self.condition = condition
         self.on_terminal(condition, why)
-        if self.clean_pod_policy is not CleanPodPolicy.NONE:
-            for pod in self.running_pods():
+        if self.clean_pod_policy is CleanPodPolicy.NONE:
+            return
+        if self.cleanup_delay:
+            self.later(self.cleanup_delay, self._clean_up)
+        else:
+            self._clean_up()
+
+    def _clean_up(self) -> None:
+        """CleanPodPolicy's deletions, of the pods the operator believes running (a pod that exited unheard is
+        deleted too: the kubelet has nothing left to stop)."""
+        for pod in self.pods:
+            if pod not in self.exited:
                 self.delete_pod(pod, self.clean_pod_policy)

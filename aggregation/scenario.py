@@ -95,6 +95,8 @@ class ScenarioSpec:
     plugin: PluginVariant
     propeller: PropellerConfig = PropellerConfig()  # budgets and limits: the scenario's, or the deployment's
     round_retry: float = defaults.ROUND_RETRY_SECONDS
+    pod_status_delay: float = defaults.POD_STATUS_SECONDS  # a pod's exit -> the operator hears of it
+    cleanup_delay: float = defaults.CLEANUP_SECONDS  # the job turns terminal -> the operator's CleanPodPolicy deletions
     timings: dict[str, PodTiming] = field(default_factory=dict)
     attempts: tuple[tuple[SimEvent, ...], ...] = ()
     seed: int = 0
@@ -122,6 +124,14 @@ class ScenarioSpec:
 
     def with_aggregation(self, on: bool) -> "ScenarioSpec":
         return replace(self, error_aggregation=on)
+
+
+def _operator_delay(job: pb.Job, name: str, default: float, where: "_Locator") -> float:
+    """One of the job's cluster latencies (finite and within a scenario's span: `_check_values`), never negative."""
+    value = getattr(job, name) if job.HasField(name) else default
+    if value < 0:
+        raise where.error(where.line_of(name), f"job.{name}", f"must be >= 0, got {value}")
+    return value
 
 
 def monitor_interval_of(job: pb.Job) -> float:
@@ -429,6 +439,10 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
             "job.monitor_interval_seconds",
             f"must be > 0 and at most {defaults.MAX_MONITOR_INTERVAL_SECONDS:g}, got {interval}",
         )
+    pod_status, cleanup = (
+        _operator_delay(job, "pod_status_seconds", defaults.POD_STATUS_SECONDS, where),
+        _operator_delay(job, "cleanup_seconds", defaults.CLEANUP_SECONDS, where),
+    )
     for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
         first = timings.first_monitor_poll_seconds
         if timings.HasField("first_monitor_poll_seconds") and not 0 < first <= interval:
@@ -514,6 +528,8 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         elastic=job.elastic if job.HasField("elastic") else True,
         clean_pod_policy=CLEAN_POD_POLICIES[job.clean_pod_policy],
         grace=grace,
+        pod_status_delay=pod_status,
+        cleanup_delay=cleanup,
         fork=job.start_method == pb.FORK,
         retries=message.task.retries,
         outputs_declared=message.task.outputs_declared,

@@ -10,11 +10,11 @@
         ...
 
 Every scenario drawn loads without a `ScenarioError`: job shapes (1-8 pods x 1-4 workers, elastic or with a
-master, spawn or fork, restarts, cleanup policy, grace period), the plugin, the aggregation flag, propeller's
-settings, pod timings (per-pod overrides, clock offsets, the reaction to a peer's death) and up to
-`max_attempts` attempts of timed events of every kind. `playable=True` draws only what `aggsim run-local`
-plays for real (no storage faults, no signal aimed inside os.fork(), no seed-pr variant, a shape this machine
-runs in reasonable time, events after the first rendezvous). Needs hypothesis (the `test` extra).
+master, spawn or fork, restarts, cleanup policy, grace period, the operator's latencies), the plugin, the
+aggregation flag, propeller's settings, pod timings (per-pod overrides, clock offsets, the reaction to a peer's
+death) and up to `max_attempts` attempts of timed events of every kind. `playable=True` draws only what
+`aggsim run-local` plays for real (no storage faults, no signal aimed inside os.fork(), no seed-pr variant, a
+shape this machine runs in reasonable time, events after the first rendezvous). Needs hypothesis (the `test` extra).
 """
 
 from __future__ import annotations
@@ -132,6 +132,11 @@ def scenarios(
     interval = monitor_interval_of(job)
     if not playable and draw(st.booleans()):
         job.termination_grace_period_seconds = draw(_seconds(1.0, 30.0))
+    # the cluster's latencies to the operator (the kubelet's status report; the reconcile that cleans up)
+    if draw(st.booleans()):
+        job.pod_status_seconds = draw(_seconds(0.0, 1.5))
+    if draw(st.booleans()):
+        job.cleanup_seconds = draw(_seconds(0.0, 0.5))
 
     task = message.task
     task.retries = draw(st.integers(0, 3))

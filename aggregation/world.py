@@ -154,7 +154,14 @@ class Attempt:
         spec = self.spec
         self.clock = self.pods.start(self)
         self.operator = TrainingOperator(
-            spec.elastic, spec.pods[0], spec.clean_pod_policy, self.running_pods, self._delete_pod, self._job_terminal
+            spec.elastic,
+            spec.pods,
+            spec.clean_pod_policy,
+            self._delete_pod,
+            self._job_terminal,
+            self._later,
+            spec.pod_status_delay,
+            spec.cleanup_delay,
         )
         self.propeller = PropellerActor(
             self.clock,
@@ -190,6 +197,9 @@ class Attempt:
             if now < moment < until:
                 until = moment
         return until
+
+    def _later(self, delay: float, callback: Callable[[], None]) -> None:
+        self.clock.at(self.clock.now + delay, callback)
 
     def running_pods(self) -> list[str]:
         return [pod for pod in self.spec.pods if pod not in self.exits]

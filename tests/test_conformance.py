@@ -141,6 +141,29 @@ def test_aggregation_off_a_sibling_s_genuine_error_is_what_propeller_reads(real_
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("plugin, genuine_wins", [("upstream", False), ("recoverable", True)])
+def test_aggregation_off_an_operator_a_second_late_lets_the_survivor_find_the_store_gone(
+    tmp_path, plugin, genuine_wins
+):
+    """The operator hears of the store host's exit a second late (`job.pod_status_seconds: 1`: the kubelet's status
+    report), so no cleanup SIGTERM reaches the survivor: it finds the rendezvous store gone first. Upstream reports
+    that as a non-recoverable error, written into error.pb last, and the node fails on it instead of the sibling's
+    genuine error; the recoverable plugin waits for a sibling's report, finds it, and yields."""
+    from aggregation.scenario import load_scenario
+
+    text = (SCENARIOS / "sibling_user_error_cleanup_no_aggregation.textproto").read_text()
+    path = tmp_path / "slow_pod_status.textproto"
+    path.write_text(text.replace("job {", "job { pod_status_seconds: 1", 1))
+    real = conforming_local_run(load_scenario(str(path), plugin), tmp_path / "run")
+    [attempt] = real.attempts
+    assert attempt.decision == "FAIL" and ("bad batch" in attempt.error.message) == genuine_wins
+    exited = next(e.at_seconds for e in attempt.timeline if e.kind == "exit" and e.pod == "train-worker-0")
+    terminal = next(e.at_seconds for e in attempt.timeline if e.kind == "job_terminal")
+    assert terminal - exited == pytest.approx(1, abs=0.1)
+    assert not any(e.kind == "sigterm" for e in attempt.timeline)  # the survivor was gone before any cleanup
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("offset", [-0.25, 0.25])
 def test_aggregation_off_a_preemption_retries_with_the_preempted_node_s_clock_skewed(tmp_path, offset):
     """Each pod on its own clock (libfaketime shifts the wall clock of the preempted pod's agent and workers by

@@ -121,6 +121,28 @@ def test_seed_pr_loses_to_a_truncated_stamp() -> None:
     assert {p.behaviour.final_phase for p in proof.counterexamples} == {"FAILED_PERMANENTLY"}
 
 
+def test_seed_pr_masks_the_sibling_s_error_only_where_the_operator_reacts_in_no_time() -> None:
+    """With `error.pb` (aggregation off) the seed PR's recoverable report replaces the sibling's genuine error only
+    when the operator's cleanup SIGTERM reaches the survivor at the very instant the store's host exits
+    (training-operator `ReconcileJobs`: the job's condition, then its cleanup, each one reconcile after the kubelet's
+    pod status report). Any latency lets the survivor see the store gone first: the node fails, though on the
+    survivor's collateral report. The masking paths exist only where both latencies are exactly 0."""
+    varies = ("job.pod_status_seconds=0..1.5", "job.cleanup_seconds=0..1")
+    proof = _proof("sibling_user_error_cleanup", "genuine-error-wins", varies, "seed-pr", False)
+    masked = [p for p in proof.paths if p.behaviour.final_phase == "RETRIED_THEN_SUCCEEDED"]
+    assert masked and proof.verdict == P.COUNTEREXAMPLE
+    solver = P.Solver(proof.intervals, 60_000)
+    z3 = solver.z3
+    for path in masked:
+        for field in ("job.pod_status_seconds", "job.cleanup_seconds"):
+            solver.solver.push()
+            solver.solver.add(solver.conjunction(path.constraints), solver.vars[field] > 0)
+            assert solver.solver.check() == z3.unsat, (field, path.witness)
+            solver.solver.pop()
+    late = {p.behaviour.final_phase for p in proof.paths if p.witness["job.pod_status_seconds"] > 0}
+    assert late == {"FAILED_PERMANENTLY"}
+
+
 @pytest.mark.parametrize("aggregation", [True, False])
 def test_the_recoverable_plugin_retries_for_every_timing_in_the_box(aggregation: bool) -> None:
     proof = _proof(PREEMPTION, "retries", SEED_BOX, "recoverable", aggregation)

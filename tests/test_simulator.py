@@ -338,6 +338,53 @@ def test_clean_pod_policy_running_sigterms_the_rest():
     assert any(e.what is What.SIGTERM and e.target == "b" and e.reason == "operator cleanup" for e in timeline)
 
 
+# a's worker fails; b waits in the rendezvous until a's agent (the store's host) is gone, then fails too
+_TWO_FAILURES = 'events { at_seconds: 30 pod: "a" worker_error {} }'
+_B_WAITS = 'pod_timings { pod: "b" timings { on_peer_death { wait_in_rendezvous {} } } }'
+
+
+def test_the_operator_hears_a_pod_exit_the_pod_status_latency_after_it():
+    """training-operator v1.8.0 `pkg/core/status.go` `UpdateJobReplicaStatuses` counts pods by the phase the API
+    server holds, which the kubelet reports some time after the container exits (`job.pod_status_seconds`): the job
+    turns terminal that long after the exit. Until the operator hears of an exit it counts the pod as running, so
+    CleanPodPolicy Running (`common/job.go` `deletePodsAndServices`) deletes a pod that has already exited, and the
+    kubelet has nothing left to signal."""
+    policy = "clean_pod_policy: CLEAN_POD_POLICY_RUNNING"
+    prompt = simulate(scenario(_TWO_FAILURES, job=policy, extra=_B_WAITS)).attempts[0]
+    assert prompt.job_terminal_at == prompt.exits["a"][1]
+    late = simulate(scenario(_TWO_FAILURES, job=policy + " pod_status_seconds: 5", extra=_B_WAITS)).attempts[0]
+    a_exit, b_exit = late.exits["a"][1], late.exits["b"][1]
+    assert a_exit < b_exit < a_exit + 5  # b is gone before the operator hears of a
+    assert late.job_terminal_at == pytest.approx(a_exit + 5)
+    [terminal] = [e for e in late.timeline if e.what is What.JOB_TERMINAL]
+    assert terminal.reason.startswith("pod a succeeded")  # its entrypoint wrote the error and exited 0
+    deleted = [e.target for e in late.timeline if e.what is What.DELETES_POD]
+    assert deleted == ["b"]  # b exited, unheard: the operator still counts it running
+    assert not any(e.what is What.SIGTERM and e.reason == "operator cleanup" for e in late.timeline)
+
+
+def test_the_cleanup_comes_the_cleanup_latency_after_the_terminal_condition():
+    """`common/job.go` `ReconcileJobs` deletes pods only when the status it is given is already finished: the reconcile
+    that sets the terminal condition does not clean up; the one its status update wakes does (`job.cleanup_seconds`
+    later), and only then does the kubelet SIGTERM the pods left."""
+    job = "clean_pod_policy: CLEAN_POD_POLICY_RUNNING cleanup_seconds: 0.3"
+    attempt = simulate(scenario(_TWO_FAILURES, job=job, extra=_B_WAITS)).attempts[0]
+    terminal = attempt.job_terminal_at
+    assert terminal == attempt.exits["a"][1]  # pod status latency 0: the operator heard at once
+    [deletion] = [e for e in attempt.timeline if e.what is What.DELETES_POD]
+    [cleanup_signal] = [e for e in attempt.timeline if e.what is What.SIGTERM and e.reason == "operator cleanup"]
+    assert deletion.at == cleanup_signal.at == pytest.approx(terminal + 0.3)
+    assert (deletion.target, cleanup_signal.target) == ("b", "b")
+
+
+def test_a_deletion_mark_reaches_the_operator_with_no_pod_status_latency():
+    """The deletion timestamp is the API server's own write: the operator's pod watch hears of it with no kubelet
+    report in between, so `job.pod_status_seconds` does not delay the Failed condition it causes."""
+    events = 'events { at_seconds: 30 pod: "b" preemption { pod_deleted: true } }'
+    attempt = simulate(scenario(events, job="pod_status_seconds: 2", plugin="upstream")).attempts[0]
+    assert (attempt.job_condition, attempt.job_terminal_at) == ("Failed", pytest.approx(30))
+
+
 def test_uploads_after_the_observing_round_are_never_read():
     """ValidateOutput runs once, at the round that observes success."""
     events = 'events { at_seconds: 30 pod: "b" preemption {} }'
@@ -397,6 +444,9 @@ def test_small_spaces_are_enumerated_with_a_minimal_counterexample():
         ("", "", "first_monitor_poll_seconds: 6", "timings.first_monitor_poll_seconds: must be > 0 and at most"),
         ("", "", "failed_worker_exit_seconds: -1", "timings.failed_worker_exit_seconds: must be >= 0"),
         ("", "", "finished_worker_exit_seconds: -2", "timings.finished_worker_exit_seconds: must be >= 0"),
+        ("", "pod_status_seconds: -0.5", "", "job.pod_status_seconds: must be >= 0"),
+        ("", "cleanup_seconds: 1e12", "", "job.cleanup_seconds: 1e+12 s is beyond the"),
+        ("", "cleanup_seconds: nan", "", "job.cleanup_seconds: must be a finite number"),
     ],
 )
 def test_inconsistent_scenarios_name_file_line_and_field(events, job, timings, message):
