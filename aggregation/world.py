@@ -226,7 +226,9 @@ class Attempt:
         clock.at(completion, pods.complete)
 
     def _preempt(self, pod: str, lands_during_fork: bool, pod_deleted: bool) -> None:
-        if pod_deleted and pod not in self.exits:  # an exited pod is Succeeded or Failed: the mark changes nothing
+        # a pod whose exit the API server holds is Succeeded or Failed: the mark changes nothing. One that exited
+        # unreported is still Running there (`job.pod_status_seconds`), and a Running pod being deleted counts failed
+        if pod_deleted and pod not in self.operator.exited:
             # the API server marks the pod before the kubelet signals it, and the mark wakes the operator
             self.log(Event(self.clock.now, "api server", What.POD_DELETED, target=pod, reason="preemption"))
             self.operator.pod_deleted(pod)

@@ -363,6 +363,22 @@ def test_the_operator_hears_a_pod_exit_the_pod_status_latency_after_it():
     assert not any(e.what is What.SIGTERM and e.reason == "operator cleanup" for e in late.timeline)
 
 
+def test_a_pod_that_exited_unreported_is_still_running_to_the_operator_when_it_is_deleted():
+    """`UpdateJobReplicaStatuses` counts a pod by the phase the API server holds: one whose exit the kubelet has not
+    reported yet is still Running there, so a deletion mark now counts it failed and fails the job, though the pod
+    itself exited 0 (with no latency the same mark comes after the exit is known and changes nothing)."""
+    finished = (
+        'events { at_seconds: 10 completion {} } events { at_seconds: %s pod: "b" preemption { pod_deleted: true } }'
+    )
+    prompt = simulate(scenario(finished % 60, plugin="upstream")).attempts[0]
+    last_exit = max(at for _, at in prompt.exits.values())
+    assert last_exit < 20 and prompt.job_condition == "Succeeded"
+    late = simulate(scenario(finished % (last_exit + 1), job="pod_status_seconds: 5", plugin="upstream")).attempts[0]
+    assert late.exits == prompt.exits  # the pods do the same; only what the operator knows differs
+    assert (late.job_condition, late.job_terminal_at) == ("Failed", pytest.approx(last_exit + 1))
+    assert [e.what for e in late.timeline].count(What.SIGTERM) == 0  # the kubelet has nothing left to stop
+
+
 def test_the_cleanup_comes_the_cleanup_latency_after_the_terminal_condition():
     """`common/job.go` `ReconcileJobs` deletes pods only when the status it is given is already finished: the reconcile
     that sets the terminal condition does not clean up; the one its status update wakes does (`job.cleanup_seconds`
