@@ -6,8 +6,9 @@ worker pod succeeds; a non-elastic one when the master (pod 0) succeeds. With Re
 Flyte sets, flyteplugins `k8s/kfoperators/common/common_operator.go`), a failed pod fails the job, and a
 running pod that is being deleted counts as failed (`pkg/core/status.go` `UpdateJobReplicaStatuses`). Once
 the job is terminal, CleanPodPolicy decides which pods are deleted (`pkg/controller.v1/common/job.go`
-`deletePodsAndServices`: Running deletes the running ones, All every one; each deletion is a SIGTERM,
-and SIGKILL after the grace period).
+`deletePodsAndServices`: Running deletes the running ones, All every one; each deletion of a running pod is a
+SIGTERM, and SIGKILL after the grace period; the model deletes, under either, the pods it counts as running, as
+the others have no container left to stop).
 
 The cluster's latencies are the scenario's (`job.pod_status_seconds`, `job.cleanup_seconds`; 0 by default: the
 operator hears and cleans up at once). The same operator runs simulated and real jobs: it only hears of pod exits

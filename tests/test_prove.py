@@ -121,26 +121,27 @@ def test_seed_pr_loses_to_a_truncated_stamp() -> None:
     assert {p.behaviour.final_phase for p in proof.counterexamples} == {"FAILED_PERMANENTLY"}
 
 
-def test_seed_pr_masks_the_sibling_s_error_only_where_the_operator_reacts_in_no_time() -> None:
-    """With `error.pb` (aggregation off) the seed PR's recoverable report replaces the sibling's genuine error only
-    when the operator's cleanup SIGTERM reaches the survivor at the very instant the store's host exits
-    (training-operator `ReconcileJobs`: the job's condition, then its cleanup, each one reconcile after the kubelet's
-    pod status report). Any latency lets the survivor see the store gone first: the node fails, though on the
-    survivor's collateral report. The masking paths exist only where both latencies are exactly 0."""
+def test_seed_pr_s_retry_over_a_sibling_s_error_needs_an_operator_that_reacts_in_no_time() -> None:
+    """With `error.pb` (aggregation off) the seed PR's recoverable report replaces the sibling's genuine error, and the
+    node retries, only when the operator's cleanup SIGTERM reaches the survivor at the very instant the store's host
+    exits (training-operator `ReconcileJobs`: the job's condition, then its cleanup, each after the kubelet's pod
+    status report). Those paths exist only where both latencies are exactly 0. With a latency the survivor finds
+    the store gone first: the node fails for good, and on some paths on the survivor's collateral report."""
     varies = ("job.pod_status_seconds=0..1.5", "job.cleanup_seconds=0..1")
     proof = _proof("sibling_user_error_cleanup", "genuine-error-wins", varies, "seed-pr", False)
-    masked = [p for p in proof.paths if p.behaviour.final_phase == "RETRIED_THEN_SUCCEEDED"]
-    assert masked and proof.verdict == P.COUNTEREXAMPLE
+    retried = [p for p in proof.paths if p.behaviour.final_phase == "RETRIED_THEN_SUCCEEDED"]
+    assert retried and proof.verdict == P.COUNTEREXAMPLE
     solver = P.Solver(proof.intervals, 60_000)
     z3 = solver.z3
-    for path in masked:
+    for path in retried:
         for field in ("job.pod_status_seconds", "job.cleanup_seconds"):
             solver.solver.push()
             solver.solver.add(solver.conjunction(path.constraints), solver.vars[field] > 0)
             assert solver.solver.check() == z3.unsat, (field, path.witness)
             solver.solver.pop()
-    late = {p.behaviour.final_phase for p in proof.paths if p.witness["job.pod_status_seconds"] > 0}
-    assert late == {"FAILED_PERMANENTLY"}
+    late = [p for p in proof.paths if p.witness["job.pod_status_seconds"] > 0]
+    assert {p.behaviour.final_phase for p in late} == {"FAILED_PERMANENTLY"}
+    assert {p.holds for p in late} == {True, False}  # the genuine error wins on some, the collateral on others
 
 
 @pytest.mark.parametrize("aggregation", [True, False])
