@@ -49,10 +49,7 @@ class TrainingOperator:
     def pod_exited(self, pod: str, exit_code: int) -> None:
         """The pod's container exited: the operator hears of it `pod_status_delay` later (the kubelet's status
         report through the API server)."""
-        if self.pod_status_delay:
-            self.later(self.pod_status_delay, lambda: self._heard_exit(pod, exit_code))
-        else:
-            self._heard_exit(pod, exit_code)
+        self._after(self.pod_status_delay, lambda: self._heard_exit(pod, exit_code))
 
     def _heard_exit(self, pod: str, exit_code: int) -> None:
         self.exited.add(pod)
@@ -76,12 +73,15 @@ class TrainingOperator:
     def _terminal(self, condition: JobCondition, why: str) -> None:
         self.condition = condition
         self.on_terminal(condition, why)
-        if self.clean_pod_policy is CleanPodPolicy.NONE:
-            return
-        if self.cleanup_delay:
-            self.later(self.cleanup_delay, self._clean_up)
+        if self.clean_pod_policy is not CleanPodPolicy.NONE:
+            self._after(self.cleanup_delay, self._clean_up)
+
+    def _after(self, delay: float, action: Callable[[], None]) -> None:
+        """`action` after `delay`; with none, now, within the step that caused it (as the model always did)."""
+        if delay:
+            self.later(delay, action)
         else:
-            self._clean_up()
+            action()
 
     def _clean_up(self) -> None:
         """CleanPodPolicy's deletions, of the pods the operator believes running (a pod that exited unheard is

@@ -28,7 +28,7 @@ from aggregation.engine import Clock, Scheduled, cancel
 from aggregation.nanoseconds import on_the_clock
 from aggregation.plugin_variants import PodPlugin, plugin_for
 from aggregation.readers import parse_document
-from aggregation.replica_env import backend_environment, error_file_name, is_master, reported_worker
+from aggregation.replica_env import error_file_name, job_environments, reported_worker
 from aggregation.scenario import PodTiming, ScenarioSpec
 from aggregation.storage import MemoryPrefix
 from aggregation.symbolic import stamp_ns
@@ -464,8 +464,8 @@ class SimulatedPods:
     def start(self, world: "Attempt") -> Clock:
         world.clock = Clock()
         spec, plugin = self.spec, plugin_for(self.spec.plugin)
-        for index, name in enumerate(spec.pods):
-            env = backend_environment(name, is_master(spec.elastic, index), spec.error_aggregation)
+        environments = job_environments(spec.pods, spec.elastic, spec.error_aggregation)
+        for index, (name, env) in enumerate(environments.items()):
             self.pods[name] = Pod(
                 name,
                 rank0=index == 0,

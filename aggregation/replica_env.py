@@ -39,6 +39,11 @@ def backend_environment(pod: str, master: bool, aggregation: bool) -> dict[str, 
     return env
 
 
+def job_environments(pods: "tuple[str, ...]", elastic: bool, aggregation: bool) -> dict[str, dict[str, str]]:
+    """Each of the job's pods, in order, with the variables `BuildResource` adds to its container."""
+    return {pod: backend_environment(pod, is_master(elastic, index), aggregation) for index, pod in enumerate(pods)}
+
+
 def reported_worker(env: dict[str, str]) -> str:
     """flytekit `_get_worker_name`: the ContainerError's `worker`."""
     return env.get(WORKER_NAME, "") if env.get(ERROR_STRATEGY) else ""

@@ -126,14 +126,6 @@ class ScenarioSpec:
         return replace(self, error_aggregation=on)
 
 
-def _operator_delay(job: pb.Job, name: str, default: float, where: "_Locator") -> float:
-    """One of the job's cluster latencies (finite and within a scenario's span: `_check_values`), never negative."""
-    value = getattr(job, name) if job.HasField(name) else default
-    if value < 0:
-        raise where.error(where.line_of(name), f"job.{name}", f"must be >= 0, got {value}")
-    return value
-
-
 def monitor_interval_of(job: pb.Job) -> float:
     """The job's monitor interval: what it says, or flytekit's Elastic default."""
     if job.HasField("monitor_interval_seconds"):
@@ -439,10 +431,11 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
             "job.monitor_interval_seconds",
             f"must be > 0 and at most {defaults.MAX_MONITOR_INTERVAL_SECONDS:g}, got {interval}",
         )
-    pod_status, cleanup = (
-        _operator_delay(job, "pod_status_seconds", defaults.POD_STATUS_SECONDS, where),
-        _operator_delay(job, "cleanup_seconds", defaults.CLEANUP_SECONDS, where),
-    )
+    # the cluster's latencies to the operator (finite and within a scenario's span: `_check_values`)
+    pod_status = job.pod_status_seconds if job.HasField("pod_status_seconds") else defaults.POD_STATUS_SECONDS
+    non_negative(pod_status, r"pod_status_seconds", "job.pod_status_seconds")
+    cleanup = job.cleanup_seconds if job.HasField("cleanup_seconds") else defaults.CLEANUP_SECONDS
+    non_negative(cleanup, r"cleanup_seconds", "job.cleanup_seconds")
     for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
         first = timings.first_monitor_poll_seconds
         if timings.HasField("first_monitor_poll_seconds") and not 0 < first <= interval:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Optional
 
 from aggregation.engine import WallClock
 from aggregation.pods import ErrorRecord, Upload, read_container_error
-from aggregation.replica_env import backend_environment, is_master, writes_error_pb
+from aggregation.replica_env import is_master, job_environments, writes_error_pb
 from aggregation.scenario import ScenarioSpec
 from aggregation.storage import open_prefix
 from aggregation.timeline import Event, What
@@ -119,11 +119,8 @@ class RealPods:
         self.spec = spec
         self.attempt = attempt
         # the pod that writes `error.pb`, when it is the only one (a non-elastic job's master, aggregation on)
-        writers = [
-            pod
-            for index, pod in enumerate(spec.pods)
-            if writes_error_pb(backend_environment(pod, is_master(spec.elastic, index), spec.error_aggregation))
-        ]
+        environments = job_environments(spec.pods, spec.elastic, spec.error_aggregation)
+        writers = [pod for pod, env in environments.items() if writes_error_pb(env)]
         self.error_pb_writer = writers[0] if len(writers) == 1 else ""
         self.workload = workload
         self.base = Path(work_dir) / f"attempt-{attempt}"
