@@ -141,26 +141,23 @@ def test_aggregation_off_a_sibling_s_genuine_error_is_what_propeller_reads(real_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("plugin, genuine_wins", [("upstream", False), ("recoverable", True)])
-def test_aggregation_off_an_operator_a_second_late_lets_the_survivor_find_the_store_gone(
-    tmp_path, plugin, genuine_wins
-):
-    """The operator hears of the store host's exit a second late (`job.pod_status_seconds: 1`: the kubelet's status
-    report), so no cleanup SIGTERM reaches the survivor: it finds the rendezvous store gone first. Upstream reports
-    that as a non-recoverable error, written into error.pb last, and the node fails on it instead of the sibling's
-    genuine error; the recoverable plugin waits for a sibling's report, finds it, and yields."""
+def test_aggregation_off_an_operator_seconds_late_still_reports_the_sibling_s_genuine_error(tmp_path):
+    """The operator hears of the store host's exit 3 s late (`job.pod_status_seconds: 3`: the kubelet's status
+    report), and the real runner's operator waits that long too. The recoverable plugin reports the sibling's
+    genuine error whichever reaches the survivor first: the store's loss (it waits for a sibling's report, finds
+    it, and yields) or the late cleanup's SIGTERM (it yields too). Real survivors sometimes had not noticed the
+    store's loss 3 s after its host's exit, so which of the two comes first is not asserted here."""
     from aggregation.scenario import load_scenario
 
     text = (SCENARIOS / "sibling_user_error_cleanup_no_aggregation.textproto").read_text()
     path = tmp_path / "slow_pod_status.textproto"
-    path.write_text(text.replace("job {", "job { pod_status_seconds: 1", 1))
-    real = conforming_local_run(load_scenario(str(path), plugin), tmp_path / "run")
+    path.write_text(text.replace("job {", "job { pod_status_seconds: 3", 1))
+    real = conforming_local_run(load_scenario(str(path), "recoverable"), tmp_path / "run")
     [attempt] = real.attempts
-    assert attempt.decision == "FAIL" and ("bad batch" in attempt.error.message) == genuine_wins
+    assert attempt.decision == "FAIL" and "bad batch" in attempt.error.message
     exited = next(e.at_seconds for e in attempt.timeline if e.kind == "exit" and e.pod == "train-worker-0")
     terminal = next(e.at_seconds for e in attempt.timeline if e.kind == "job_terminal")
-    assert terminal - exited == pytest.approx(1, abs=0.1)
-    assert not any(e.kind == "sigterm" for e in attempt.timeline)  # the survivor was gone before any cleanup
+    assert terminal - exited == pytest.approx(3, abs=0.1)
 
 
 @pytest.mark.slow
