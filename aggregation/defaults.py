@@ -44,6 +44,10 @@ MONITOR_INTERVAL_SECONDS = 5.0
 # torch `SimpleElasticAgent.__init__(exit_barrier_timeout=300)`, which torch's `LaunchConfig` keeps and flytekit
 # never sets: an agent whose workers finished waits this long at `_exit_barrier` for the other agents
 EXIT_BARRIER_TIMEOUT_SECONDS = 300.0
+# torch `dynamic_rendezvous.py` `_DistributedRendezvousOpExecutor.run`: a node waiting for its round reads the
+# rendezvous state from the store, then sleeps 1 s (`_delay(seconds=1)`) and reads again, from the moment it joined;
+# it finds the store gone (its host's agent exited) only at such a read
+RENDEZVOUS_POLL_SECONDS = 1.0
 # How long the cluster takes to tell the training operator (Kubernetes, not this tool's ground truth, so no measured
 # figure: 0, the operator hears at once, is the model's idealization; `--vary job.pod_status_seconds=...` in `prove`
 # decides what a real latency changes). A pod's exit reaches the operator through the kubelet's status report...

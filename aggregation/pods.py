@@ -166,6 +166,7 @@ class Pod:
         group.in_state[PodState.STARTING] += 1
         self.restarts_left = timing.restarts  # torch elastic's remaining_restarts, this agent's own
         self.workers_started = 0.0  # when the current worker group started: the agent's monitor polls count from it
+        self.waiting_since = 0.0  # when it joined the current rendezvous round: its reads of the store count from it
         self._course: list[Scheduled] = []  # reactions that a change of course cancels
         self.clock.at(timing.rendezvous, self._rendezvous_done)
 
@@ -197,8 +198,10 @@ class Pod:
             return
         self._change_course(PodState.EXITED)
         self._log(What.EXIT, exit_code=code, reason=why)
-        self.world.pod_exited(self.name, code)
+        # The process is gone first: its sockets (the rendezvous store it may host) close with it, before the
+        # kubelet can see the exit and report it to the operator.
         self.group.exited(self)
+        self.world.pod_exited(self.name, code)
 
     def _finish(self, error: Optional[ErrorRecord], outputs: bool = False) -> None:
         """The entrypoint writes and uploads (if anything), then the process exits 0, `exit` later (flytekit's and
@@ -378,6 +381,7 @@ class Pod:
 
     def _wait_in_rendezvous(self, why: str) -> None:
         self._change_course(PodState.WAITING)
+        self.waiting_since = self.clock.now
         self._log(What.WAITS_IN_RENDEZVOUS, reason=why)
         self._later(self.timing.join_timeout, self._rendezvous_timeout)
         self.group.joined(self)
@@ -386,8 +390,23 @@ class Pod:
         self._log(What.RENDEZVOUS_TIMEOUT)
         self._rendezvous_failed("RendezvousTimeoutError")
 
+    def store_gone(self, host: str) -> None:
+        """The agent that hosts the c10d store has exited. Waiting in rendezvous, this pod finds out at its next
+        read of the rendezvous state (one a second from its join, `defaults.RENDEZVOUS_POLL_SECONDS`); blocked at the
+        exit barrier (torch `store_util.barrier`: `store.wait`), its connection fails at once."""
+        if self.state is PodState.AT_EXIT_BARRIER:
+            self.exit_barrier_passed("the rendezvous store is gone")
+        elif self.state is PodState.WAITING:
+            poll = defaults.RENDEZVOUS_POLL_SECONDS
+            waited = self.clock.now - self.waiting_since
+            read = on_the_clock(self.waiting_since + math.ceil(waited / poll - 1e-9) * poll)
+            if read <= self.clock.now:
+                self.rendezvous_lost(host)
+            else:
+                self._later(read - self.clock.now, lambda: self.rendezvous_lost(host))
+
     def rendezvous_lost(self, host: str) -> None:
-        """The agent that hosts the c10d store has exited: this pod's rendezvous fails at once (torch
+        """A read of the rendezvous state finds the store gone: this pod's rendezvous fails (torch
         `c10d_rendezvous_backend`: RendezvousConnectionError), instead of waiting for its join timeout."""
         if self.state is PodState.WAITING:
             self._log(What.RENDEZVOUS_LOST, reason=host)
@@ -558,10 +577,7 @@ class SimulatedPods:
     def exited(self, pod: Pod) -> None:
         if pod is self.store_host:
             for other in self.pods.values():
-                if other.state is PodState.WAITING:
-                    other.rendezvous_lost(pod.name)
-                elif other.state is PodState.AT_EXIT_BARRIER:
-                    other.exit_barrier_passed("the rendezvous store is gone")
+                other.store_gone(pod.name)
 
     def peer_died(self, pod: Pod, at: float) -> None:
         # One process group spans every pod: the first death breaks it for everyone; later deaths change nothing.

@@ -9,6 +9,7 @@ Pod rules mirror flytekit `entrypoint.py` `_dispatch_execute`, flytekitplugins-k
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from dataclasses import replace
@@ -832,7 +833,7 @@ def test_a_survivor_waits_for_a_lost_peer_until_the_join_timeout():
     assert timeout.actor == "a" and timeout.at == pytest.approx(waits.at + 20)
 
 
-def test_the_store_host_s_exit_fails_a_waiting_rendezvous_at_once():
+def test_the_store_host_s_exit_fails_a_rendezvous_that_starts_after_it_at_once():
     """`c10d_rendezvous_backend`: the store lives in worker 0's agent (PET_RDZV_ENDPOINT names it); when that
     process is gone the survivor's rendezvous fails with RendezvousConnectionError, not after join_timeout."""
     attempt = simulate(restarts_scenario('events { at_seconds: 10 pod: "a" preemption {} }')).attempts[0]
@@ -841,6 +842,29 @@ def test_the_store_host_s_exit_fails_a_waiting_rendezvous_at_once():
     b_waits = next(e for e in attempt.timeline if e.what is What.WAITS_IN_RENDEZVOUS and e.actor == "b")
     assert lost.actor == "b" and lost.at == pytest.approx(max(host_exit.at, b_waits.at))
     assert not any(e.what is What.RENDEZVOUS_TIMEOUT for e in attempt.timeline)
+
+
+def test_a_survivor_already_waiting_finds_the_store_gone_at_its_next_once_a_second_read():
+    """torch `dynamic_rendezvous.py` `_DistributedRendezvousOpExecutor.run`: a node waiting for its round reads the
+    rendezvous state, then sleeps 1 s (`_delay(seconds=1)`); the store's loss surfaces at the first read after the
+    host's exit, counted from the node's join, not at the exit. A cleanup SIGTERM before that read finds it still
+    waiting; one after it, reporting."""
+    from aggregation.scenario import read_scenario
+
+    source = read_scenario("sibling_user_error_cleanup")
+    for status in (0.0, 0.1, 0.3):
+        source.message.job.pod_status_seconds = status
+        attempt = simulate(source.spec()).attempts[0]
+        waits = next(e for e in attempt.timeline if e.what is What.WAITS_IN_RENDEZVOUS)
+        host_exit = next(e for e in attempt.timeline if e.what is What.EXIT and e.actor != waits.actor)
+        read = waits.at + math.ceil(host_exit.at - waits.at)
+        assert waits.at < host_exit.at < read < host_exit.at + 1
+        lost = [e for e in attempt.timeline if e.what is What.RENDEZVOUS_LOST]
+        sigterm_at = next(e.at for e in attempt.timeline if e.what is What.SIGTERM and e.target == waits.actor)
+        if sigterm_at < read:
+            assert not lost
+        else:
+            assert [(e.actor, e.at) for e in lost] == [(waits.actor, pytest.approx(read))]
 
 
 def test_a_pod_exits_exit_seconds_after_its_upload_lands():
