@@ -976,6 +976,27 @@ def test_the_exit_barrier_waits_for_every_agent_unless_the_store_is_gone():
     assert all(e.at >= 332.5 for e in timeline if e.what is What.EXIT_BARRIER_PASSED)
 
 
+def test_at_one_instant_the_store_s_loss_reaches_the_survivors_before_the_operator():
+    """The store lives in worker 0's agent process: its socket closes as that process exits, so an agent blocked
+    at the exit barrier (torch `utils/store.py` `barrier`: `store.wait`) fails there before the kubelet can report
+    the exit and the operator (training-operator `ReconcileJobs`) clean up. An operator that reacts in no time is
+    the limit of one that reacts a little late: b passes its barrier, then the cleanup's SIGTERM finds its agent
+    returned (torch's handler outlives it: exit 143), whatever the latency."""
+    events = 'events { at_seconds: 30 completion {} } events { at_seconds: 33 pod: "a" preemption {} }'
+    a_slower = 'pod_timings { pod: "a" timings { finished_worker_exit_seconds: 3 } }'
+    for latency in (0.0, 0.001, 0.2):
+        job = f"clean_pod_policy: CLEAN_POD_POLICY_ALL pod_status_seconds: {latency}"
+        spec = scenario(events, job=job, timings="finished_worker_exit_seconds: 0.5", plugin="upstream", extra=a_slower)
+        attempt = simulate(spec).attempts[0]
+        b = [(e.what, e.reason, e.exit_code) for e in attempt.timeline if e.actor == "b" or e.target == "b"]
+        assert b[-4:] == [
+            (What.EXIT_BARRIER_PASSED, "the rendezvous store is gone", None),
+            (What.DELETES_POD, "All", None),
+            (What.SIGTERM, "operator cleanup", None),
+            (What.EXIT, b[-1][1], 143),
+        ], latency
+
+
 def test_the_kubelet_stops_a_pod_once_a_second_preemption_sends_no_second_sigterm():
     """kubelet `pod_workers.go`: a kill request for a pod that is already terminating keeps its grace period and
     does not signal it again. Measured: a second SIGTERM during a real pod's teardown made it exit non-zero, which
