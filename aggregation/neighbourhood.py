@@ -61,7 +61,6 @@ def jittered(spec: ScenarioSpec, rng: random.Random, load: float = 1.0, fastest:
 
     timings = {}
     for pod, timing in spec.timings.items():
-        peer = timing.peer_failure_after
         timings[pod] = replace(
             timing,
             shutdown=phase(timing.shutdown),
@@ -70,7 +69,7 @@ def jittered(spec: ScenarioSpec, rng: random.Random, load: float = 1.0, fastest:
             exit=phase(timing.exit),
             failed_worker_exit=phase(timing.failed_worker_exit),
             finished_worker_exit=phase(timing.finished_worker_exit),
-            peer_failure_after=None if peer is None else phase(peer),
+            peer_failure_after=phase(timing.peer_failure_after),
             # the real runner does not place the agents' monitor polls: their phase is anywhere in an interval
             first_poll=rng.uniform(0.0, timing.monitor_interval) or timing.monitor_interval,
         )

@@ -369,10 +369,6 @@ class Pod:
             return
         if self.state is not PodState.TRAINING:
             return
-        if self.timing.peer_failure_after is None:  # the scenario's shortcut: failure and restart in one step
-            self.restarts_left = max(0, self.restarts_left - 1)
-            self._wait_in_rendezvous("workers failed from the peer's death; the agent restarts them")
-            return
         recoverable = self.timing.peer_failure_recoverable
         self._later(
             self.timing.peer_failure_after,

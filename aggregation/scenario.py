@@ -46,7 +46,7 @@ class PodTiming:
     shutdown: float = defaults.SHUTDOWN_SECONDS
     upload: float = defaults.UPLOAD_SECONDS
     detection: float = defaults.DETECTION_SECONDS
-    peer_failure_after: Optional[float] = defaults.PEER_FAILURE_SECONDS  # None: wait in rendezvous instead
+    peer_failure_after: float = defaults.PEER_FAILURE_SECONDS  # a peer's death -> this pod's worker fails
     peer_failure_recoverable: bool = False
     join_timeout: float = defaults.JOIN_TIMEOUT_SECONDS
     restarts: int = 0  # worker-group restarts this pod's agent has left (job.max_restarts; >= 1 if it waits)
@@ -156,8 +156,11 @@ def _timing(base: PodTiming, message: pb.PodTimings) -> PodTiming:
         )
         values["peer_failure_recoverable"] = reaction.fail.recoverable
     elif which == "wait_in_rendezvous":
-        values["peer_failure_after"] = None
-        values["restarts"] = max(base.restarts, 1)  # waiting in rendezvous is what an agent with restarts left does
+        # an agent with restarts left: its workers fail from the peer's death like any others, and at its next look
+        # it restarts them through a new rendezvous round (`Pod._on_child_failed`), where it waits for the lost peer
+        values["peer_failure_after"] = defaults.PEER_FAILURE_SECONDS
+        values["peer_failure_recoverable"] = False
+        values["restarts"] = max(base.restarts, 1)
         wait = reaction.wait_in_rendezvous
         values["join_timeout"] = wait.timeout_seconds if wait.HasField("timeout_seconds") else base.join_timeout
     return replace(base, **values)

@@ -527,17 +527,16 @@ def test_a_readable_condition_holds_exactly_where_its_path_is_taken(case) -> Non
 
 def test_a_readable_condition_reads_as_ranges_of_short_field_names() -> None:
     """The sibling-error case of the README table: seed-pr with aggregation off loses the genuine error when the
-    second pod's clock runs behind and propeller looks after the upload, each path held to where the survivor's
+    second pod's clock runs behind, each path held to where the agents' looks at their workers and the survivor's
     once-a-second reads of the rendezvous state fall."""
     proof = _cached(EXACTNESS_CASES[2])
     assert proof.verdict == P.COUNTEREXAMPLE
     texts = set(proof.conditions)
-    # the survivor waits from the failure at `at_seconds` and reads the store once a second: here its read at
-    # `at_seconds + 4` comes before the host's exit (ChildFailedError at 23.5, then the upload, then 0.7 s to exit)
-    assert (
-        "at_seconds - upload_seconds < 20.199999999 and at_seconds - upload_seconds - observation_delay_seconds > 19.2"
-        " and clock_offset_seconds < 0 and upload_seconds - observation_delay_seconds < -0.7",
-    ) in texts
+    # 20.45 < at_seconds <= 20.5: the genuine pod's agent finds its failed worker at its look at 22 s, but the
+    # survivor's worker fails 0.05 s later, past that look: its agent finds it only at 27 s, long after the cleanup
+    late_look = "20.450000005 < at_seconds <= 20.500000005 and clock_offset_seconds < 0"
+    assert any(text[0].startswith(late_look) for text in texts)
+    assert all("attempts[" not in line and "timings." not in line for text in texts for line in text)
     assert proof.exact_conditions[0]  # the recorded form, for --json
 
 
