@@ -335,6 +335,7 @@ class Pod:
             self._wait_in_rendezvous("for the next round")
             return
         self._log(What.AGENT_RAISES)
+        self.group.close_rendezvous(self)
         if not record.genuine and self.plugin.collateral_recoverable:
             self._collateral()
             return
@@ -386,29 +387,45 @@ class Pod:
         self._log(What.RENDEZVOUS_TIMEOUT)
         self._rendezvous_failed("RendezvousTimeoutError")
 
-    def store_gone(self, host: str) -> None:
-        """The agent that hosts the c10d store has exited. Waiting in rendezvous, this pod finds out at its next
-        read of the rendezvous state (one a second from its join, `defaults.RENDEZVOUS_POLL_SECONDS`); blocked at the
-        exit barrier (torch `store_util.barrier`: `store.wait`), its connection fails at once."""
+    def store_gone(self) -> None:
+        """The agent that hosts the c10d store has exited. Blocked at the exit barrier (torch `store_util.barrier`:
+        `store.wait`), this pod's connection fails at once; waiting in rendezvous, it finds out at its next read."""
         if self.state is PodState.AT_EXIT_BARRIER:
             self.exit_barrier_passed("the rendezvous store is gone")
-        elif self.state is PodState.WAITING:
-            poll = defaults.RENDEZVOUS_POLL_SECONDS
-            waited = self.clock.now - self.waiting_since
-            read = on_the_clock(self.waiting_since + math.ceil(waited / poll - 1e-9) * poll)
-            if read <= self.clock.now:
-                self.rendezvous_lost(host)
-            else:
-                self._later(read - self.clock.now, lambda: self.rendezvous_lost(host))
+        else:
+            self.rendezvous_changed()
 
-    def rendezvous_lost(self, host: str) -> None:
-        """A read of the rendezvous state finds the store gone: this pod's rendezvous fails (torch
-        `c10d_rendezvous_backend`: RendezvousConnectionError), instead of waiting for its join timeout."""
-        if self.state is PodState.WAITING:
-            self._log(What.RENDEZVOUS_LOST, reason=host)
+    def rendezvous_changed(self) -> None:
+        """The store went, or an agent closed the rendezvous. Waiting for its round, this pod reads the rendezvous
+        state, then sleeps a second and reads again (torch `dynamic_rendezvous.py`
+        `_DistributedRendezvousOpExecutor.run`, `_delay(seconds=1)`), counting from its join: the change fails
+        its rendezvous at the next such read."""
+        if self.state is not PodState.WAITING:
+            return
+        poll = defaults.RENDEZVOUS_POLL_SECONDS
+        waited = self.clock.now - self.waiting_since
+        read = on_the_clock(self.waiting_since + math.ceil(waited / poll - 1e-9) * poll)
+        if read <= self.clock.now:
+            self.read_rendezvous_state()
+        else:
+            self._later(read - self.clock.now, self.read_rendezvous_state)
+
+    def read_rendezvous_state(self) -> None:
+        """A read of the rendezvous state while waiting: the store gone fails it with RendezvousConnectionError
+        (`c10d_rendezvous_backend` `_call_store`), a closed rendezvous with RendezvousClosedError
+        (`_RendezvousJoinOp`), instead of waiting for the join timeout."""
+        if self.state is not PodState.WAITING:
+            return
+        host = self.group.store_host
+        if host.state is PodState.EXITED:
+            self._log(What.RENDEZVOUS_LOST, reason=host.name)
             self._rendezvous_failed("RendezvousConnectionError")
+        elif self.group.rendezvous_closed_by is not None:
+            self._log(What.RENDEZVOUS_CLOSED, reason=self.group.rendezvous_closed_by)
+            self._rendezvous_failed("RendezvousClosedError")
 
     def _rendezvous_failed(self, error: str) -> None:
+        self.group.close_rendezvous(self)  # the error leaves `launch_agent` like any but a signal
         if self.plugin.collateral_recoverable:  # the peer it waited for is gone: a consequence, too
             self._collateral()
             return
@@ -446,6 +463,7 @@ class Pod:
             return
         self._change_course(PodState.STOPPING)
         self._log(What.EXIT_BARRIER_PASSED, reason=why)
+        self.group.close_rendezvous(self)
         self._finish(None, outputs=self.rank0 and self.world.spec.outputs_declared)
 
     def checkpoint(self) -> bool:
@@ -472,6 +490,7 @@ class SimulatedPods:
         # arrival, so counting them each time would make an attempt quadratic in its pods
         self.in_state: dict[PodState, int] = _NO_POD.copy()
         self.collective_broken = False
+        self.rendezvous_closed_by: Optional[str] = None  # the agent that closed the rendezvous (torch `shutdown`)
         self.checkpoint_written = False
         self.training_completed = False
 
@@ -542,10 +561,10 @@ class SimulatedPods:
 
     def joined(self, pod: Pod) -> None:
         """A pod entered a rendezvous round. Without the store it fails; with every pod of the job waiting (the
-        job's size is fixed: min = max = its pods) the round completes after a rendezvous's time."""
-        host = self.store_host
-        if host.state is PodState.EXITED:
-            pod.clock.at(pod.clock.now, lambda: pod.rendezvous_lost(host.name))
+        job's size is fixed: min = max = its pods) the round completes after a rendezvous's time. Without the
+        store, or closed, it fails at once."""
+        if self.store_host.state is PodState.EXITED or self.rendezvous_closed_by is not None:
+            pod.clock.at(pod.clock.now, pod.read_rendezvous_state)  # its join's first read
             return
         if self._every_pod(PodState.WAITING):
             pods = list(self.pods.values())
@@ -573,7 +592,19 @@ class SimulatedPods:
     def exited(self, pod: Pod) -> None:
         if pod is self.store_host:
             for other in self.pods.values():
-                other.store_gone(pod.name)
+                other.store_gone()
+
+    def close_rendezvous(self, pod: Pod) -> None:
+        """torch `launcher/api.py` `launch_agent`: an agent that returns, or raises anything but a signal, shuts its
+        rendezvous handler down on the way out (`DynamicRendezvousHandler.shutdown` -> `_close`), writing `closed`
+        into the store while the store is still up; a signal leaves it open. Every node waiting for a round
+        fails at its next read, and every later join at once."""
+        if self.rendezvous_closed_by is not None or self.store_host.state is PodState.EXITED:
+            return
+        self.rendezvous_closed_by = pod.name
+        for other in self.pods.values():
+            if other is not pod:
+                other.rendezvous_changed()
 
     def peer_died(self, pod: Pod, at: float) -> None:
         # One process group spans every pod: the first death breaks it for everyone; later deaths change nothing.

@@ -158,8 +158,6 @@ def _timing(base: PodTiming, message: pb.PodTimings) -> PodTiming:
     elif which == "wait_in_rendezvous":
         # an agent with restarts left: its workers fail from the peer's death like any others, and at its next look
         # it restarts them through a new rendezvous round (`Pod._on_child_failed`), where it waits for the lost peer
-        values["peer_failure_after"] = defaults.PEER_FAILURE_SECONDS
-        values["peer_failure_recoverable"] = False
         values["restarts"] = max(base.restarts, 1)
         wait = reaction.wait_in_rendezvous
         values["join_timeout"] = wait.timeout_seconds if wait.HasField("timeout_seconds") else base.join_timeout

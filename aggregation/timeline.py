@@ -18,6 +18,7 @@ class What(NamedEnum):
     WAITS_IN_RENDEZVOUS = "waits_in_rendezvous"
     RENDEZVOUS_TIMEOUT = "rendezvous_timeout"
     RENDEZVOUS_LOST = "rendezvous_lost"  # the agent hosting the rendezvous store is gone
+    RENDEZVOUS_CLOSED = "rendezvous_closed"  # an agent returned and closed the rendezvous
     RESTARTS_WORKERS = "restarts_workers"  # torch elastic max_restarts: the agent restarts its worker group
     CHECKPOINT = "checkpoint"
     TRAINING_COMPLETE = "training_complete"  # the workers returned (their agent notices at its next look)
@@ -83,6 +84,8 @@ class Event(NamedTuple):
             return "RendezvousTimeoutError"
         if what is w.RENDEZVOUS_LOST:
             return f"RendezvousConnectionError: the store in {self.reason}'s agent is gone"
+        if what is w.RENDEZVOUS_CLOSED:
+            return f"RendezvousClosedError: {self.reason}'s agent closed the rendezvous as it returned"
         if what is w.RESTARTS_WORKERS:
             return f"agent restarts its workers ({self.count} restart(s) left) and re-enters the rendezvous"
         if what is w.CHECKPOINT:

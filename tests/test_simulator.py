@@ -844,27 +844,65 @@ def test_the_store_host_s_exit_fails_a_rendezvous_that_starts_after_it_at_once()
     assert not any(e.what is What.RENDEZVOUS_TIMEOUT for e in attempt.timeline)
 
 
-def test_a_survivor_already_waiting_finds_the_store_gone_at_its_next_once_a_second_read():
+def _next_read(waits: float, change: float) -> float:
     """torch `dynamic_rendezvous.py` `_DistributedRendezvousOpExecutor.run`: a node waiting for its round reads the
-    rendezvous state, then sleeps 1 s (`_delay(seconds=1)`); the store's loss surfaces at the first read after the
-    host's exit, counted from the node's join, not at the exit. A cleanup SIGTERM before that read finds it still
-    waiting; one after it, reporting."""
-    from aggregation.scenario import read_scenario
+    rendezvous state, then sleeps 1 s (`_delay(seconds=1)`) and reads again, from its join."""
+    return waits + math.ceil(change - waits)
 
-    source = read_scenario("sibling_user_error_cleanup")
-    for status in (0.0, 0.1, 0.3):
-        source.message.job.pod_status_seconds = status
-        attempt = simulate(source.spec()).attempts[0]
-        waits = next(e for e in attempt.timeline if e.what is What.WAITS_IN_RENDEZVOUS)
-        host_exit = next(e for e in attempt.timeline if e.what is What.EXIT and e.actor != waits.actor)
-        read = waits.at + math.ceil(host_exit.at - waits.at)
-        assert waits.at < host_exit.at < read < host_exit.at + 1
-        lost = [e for e in attempt.timeline if e.what is What.RENDEZVOUS_LOST]
-        sigterm_at = next(e.at for e in attempt.timeline if e.what is What.SIGTERM and e.target == waits.actor)
-        if sigterm_at < read:
-            assert not lost
-        else:
-            assert [(e.actor, e.at) for e in lost] == [(waits.actor, pytest.approx(read))]
+
+@pytest.mark.parametrize("exit_seconds", [8.0, 8.3, 8.7])
+def test_a_survivor_already_waiting_finds_the_store_gone_at_its_next_once_a_second_read(exit_seconds):
+    """The store's host is preempted (a signal: torch's `launch_agent` leaves the rendezvous open) and its process
+    lingers; the survivor, restarting its workers, waits in rendezvous and finds the store gone only at the first
+    read after the host's exit (`c10d_rendezvous_backend` `_call_store`: RendezvousConnectionError), not at it."""
+    spec = scenario(
+        'events { at_seconds: 10 pod: "a" preemption {} }',
+        job="max_restarts: 1",
+        plugin="upstream",
+        extra=f'pod_timings {{ pod: "a" timings {{ exit_seconds: {exit_seconds} }} }}',
+    )
+    timeline = simulate(spec).attempts[0].timeline
+    waits = next(e.at for e in timeline if e.what is What.WAITS_IN_RENDEZVOUS and e.actor == "b")
+    host_exit = next(e.at for e in timeline if e.what is What.EXIT and e.actor == "a")
+    assert waits < host_exit
+    [lost] = [e for e in timeline if e.what in (What.RENDEZVOUS_LOST, What.RENDEZVOUS_CLOSED)]
+    assert (lost.what, lost.actor) == (What.RENDEZVOUS_LOST, "b")
+    assert lost.at == pytest.approx(_next_read(waits, host_exit)) and host_exit < lost.at < host_exit + 1
+
+
+@pytest.mark.parametrize("detection", [3.8, 4.0, 4.3, 4.7])
+def test_an_agent_that_raises_closes_the_rendezvous_and_a_waiting_survivor_fails_at_its_next_read(detection):
+    """torch `launcher/api.py` `launch_agent`: an agent that raises anything but a signal (here ChildFailedError
+    for a's genuine error) shuts its rendezvous handler down on the way out (`DynamicRendezvousHandler.shutdown`
+    -> `_close`), with the store still up. The waiting survivor fails with RendezvousClosedError at its next read
+    (`_RendezvousJoinOp`), usually before the host has even exited."""
+    spec = scenario(
+        'events { at_seconds: 10 pod: "a" worker_error {} }',
+        job="max_restarts: 0",
+        plugin="upstream",
+        extra=f'pod_timings {{ pod: "b" timings {{ on_peer_death {{ wait_in_rendezvous {{}} }} }} }} '
+        f'pod_timings {{ pod: "a" timings {{ failure_detection_seconds: {detection} }} }}',
+    )
+    timeline = simulate(spec).attempts[0].timeline
+    waits = next(e.at for e in timeline if e.what is What.WAITS_IN_RENDEZVOUS and e.actor == "b")
+    raises = next(e.at for e in timeline if e.what is What.AGENT_RAISES and e.actor == "a")
+    host_exit = next(e.at for e in timeline if e.what is What.EXIT and e.actor == "a")
+    assert waits < raises
+    read = _next_read(waits, raises)
+    [failed] = [e for e in timeline if e.what in (What.RENDEZVOUS_LOST, What.RENDEZVOUS_CLOSED)]
+    assert (failed.actor, failed.reason) == ("b", "a") and failed.at == pytest.approx(read) and raises < read
+    # a read after the host's exit cannot reach the store to see it closed: the connection fails first
+    assert failed.what is (What.RENDEZVOUS_CLOSED if read < host_exit else What.RENDEZVOUS_LOST)
+    [b_upload] = [u for u in simulate(spec).attempts[0].uploads if u.pod == "b"]
+    assert b_upload.error.message.endswith(failed.what is What.RENDEZVOUS_CLOSED and "ClosedError" or "ConnectionError")
+
+
+def test_a_preempted_agent_leaves_the_rendezvous_open():
+    """`launch_agent` skips the shutdown on `SignalException` ("do NOT shutdown the rdzv_handler"): a pod whose
+    agent was signalled closes nothing, so a waiting survivor learns only of the store's loss."""
+    spec = scenario('events { at_seconds: 10 pod: "b" preemption {} }', job="max_restarts: 1", plugin="upstream")
+    timeline = simulate(spec).attempts[0].timeline
+    assert not any(e.what is What.RENDEZVOUS_CLOSED for e in timeline)
 
 
 def test_a_pod_exits_exit_seconds_after_its_upload_lands():
