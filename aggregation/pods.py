@@ -229,10 +229,7 @@ class Pod:
         """The agent's first look at its workers at or after `visible`: torch `_invoke_run` sleeps one monitor
         interval, looks, and repeats, from the moment it started the worker group."""
         first = on_the_clock(self.workers_started + self.timing.first_poll_after_start())
-        if visible <= first:
-            return first
-        interval = self.timing.monitor_interval
-        return on_the_clock(first + math.ceil((visible - first) / interval - 1e-9) * interval)
+        return _tick_at_or_after(first, self.timing.monitor_interval, visible)
 
     def _rendezvous_done(self) -> None:
         if self.state is PodState.STARTING:
@@ -402,9 +399,7 @@ class Pod:
         its rendezvous at the next such read."""
         if self.state is not PodState.WAITING:
             return
-        poll = defaults.RENDEZVOUS_POLL_SECONDS
-        waited = self.clock.now - self.waiting_since
-        read = on_the_clock(self.waiting_since + math.ceil(waited / poll - 1e-9) * poll)
+        read = _tick_at_or_after(self.waiting_since, defaults.RENDEZVOUS_POLL_SECONDS, self.clock.now)
         if read <= self.clock.now:
             self.read_rendezvous_state()
         else:
@@ -476,6 +471,14 @@ class Pod:
         if self.state is not PodState.EXITED:
             self._exit(SIGKILL_EXIT, "killed, anything not yet uploaded is lost")
             self.group.peer_died(self, self.clock.now)  # whatever workers were left die with it
+
+
+def _tick_at_or_after(first: float, period: float, at: float) -> float:
+    """The first moment of `first`, `first + period`, `first + 2 * period`, ... at or after `at`: where a loop
+    that acts, then sleeps `period`, acts next (the agent's looks at its workers, a waiting node's reads)."""
+    if at <= first:
+        return first
+    return on_the_clock(first + math.ceil((at - first) / period - 1e-9) * period)
 
 
 class SimulatedPods:
