@@ -25,7 +25,7 @@ from google.protobuf.message import DecodeError
 from aggregation import defaults
 from aggregation.documents import error_document
 from aggregation.engine import Clock, Scheduled, cancel
-from aggregation.nanoseconds import on_the_clock
+from aggregation.nanoseconds import PER_SECOND, on_the_clock
 from aggregation.plugin_variants import PodPlugin, plugin_for
 from aggregation.readers import parse_document
 from aggregation.replica_env import error_file_name, job_environments, reported_worker
@@ -473,12 +473,21 @@ class Pod:
             self.group.peer_died(self, self.clock.now)  # whatever workers were left die with it
 
 
+_PLAIN = (float, int)  # the simulator's numbers; anything else is the prover's exact kind
+
+
 def _tick_at_or_after(first: float, period: float, at: float) -> float:
     """The first moment of `first`, `first + period`, `first + 2 * period`, ... at or after `at`: where a loop
-    that acts, then sleeps `period`, acts next (the agent's looks at its workers, a waiting node's reads)."""
+    that acts, then sleeps `period`, acts next (the agent's looks at its workers, a waiting node's reads).
+
+    Counted in whole nanoseconds, the clock's grid: a moment 1 ns past a tick is past it (on both the simulator's
+    floats and the prover's exact numbers), which a float ceiling with a tolerance would take for the tick."""
     if at <= first:
         return first
-    return on_the_clock(first + math.ceil((at - first) / period - 1e-9) * period)
+    if first.__class__ in _PLAIN and at.__class__ in _PLAIN and period.__class__ in _PLAIN:
+        gap, step = round((at - first) * PER_SECOND), round(period * PER_SECOND)
+        return on_the_clock(first + -(-gap // step) * period)
+    return first + math.ceil((at - first) / period) * period
 
 
 class SimulatedPods:

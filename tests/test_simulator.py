@@ -850,7 +850,7 @@ def _next_read(waits: float, change: float) -> float:
     return waits + math.ceil(change - waits)
 
 
-@pytest.mark.parametrize("exit_seconds", [8.0, 8.3, 8.7])
+@pytest.mark.parametrize("exit_seconds", [8.0, 8.3, 8.7, 8.420000001])
 def test_a_survivor_already_waiting_finds_the_store_gone_at_its_next_once_a_second_read(exit_seconds):
     """The store's host is preempted (a signal: torch's `launch_agent` leaves the rendezvous open) and its process
     lingers; the survivor, restarting its workers, waits in rendezvous and finds the store gone only at the first
@@ -868,6 +868,37 @@ def test_a_survivor_already_waiting_finds_the_store_gone_at_its_next_once_a_seco
     [lost] = [e for e in timeline if e.what in (What.RENDEZVOUS_LOST, What.RENDEZVOUS_CLOSED)]
     assert (lost.what, lost.actor) == (What.RENDEZVOUS_LOST, "b")
     assert lost.at == pytest.approx(_next_read(waits, host_exit)) and host_exit < lost.at < host_exit + 1
+
+
+@pytest.mark.parametrize("past_the_read_ns", [-1, 0, 1])
+def test_the_prover_places_the_next_read_on_the_nanosecond_as_the_simulator_does(past_the_read_ns):
+    """`_DistributedRendezvousOpExecutor.run` reads once a second from the join (13.5 s here, the survivor's
+    restart): a store lost 1 ns after a read is found a whole second later, on the exact numbers `aggsim prove`
+    runs on as on the simulator's floats (the grid is counted in nanoseconds, not by a float ceiling)."""
+    from fractions import Fraction
+
+    from aggregation import prove as P
+    from aggregation.nanoseconds import exact
+    from aggregation.scenario import parse_scenario_source
+    from aggregation.symbolic import Sym
+
+    text = BASE % {
+        "events": 'events { at_seconds: 10 pod: "a" preemption {} }',
+        "job": "max_restarts: 1",
+        "timings": "exit_seconds: 8",
+        "delay": 10,
+        "extra": "",
+    }
+    source = parse_scenario_source(text, "t.textproto")
+    exit_seconds = Fraction("8.42") + Fraction(past_the_read_ns, 10**9)  # the host exits 10.08 s + this
+    interval = P.parse_range(f"timings.exit_seconds={float(exit_seconds)}", source.message)
+    problem = P.Problem(source, source.message, (interval,), "upstream")
+    point = {"timings.exit_seconds": exit_seconds}
+    expected = Fraction("18.5") if past_the_read_ns <= 0 else Fraction("19.5")
+    for execution in (P.run_symbolic(problem, point).execution, P.replay(problem, point)):
+        [lost] = [e for e in execution.attempts[0].timeline if e.what is What.RENDEZVOUS_LOST]
+        at = lost.at.value if isinstance(lost.at, Sym) else exact(lost.at)  # the prover's number, the float's
+        assert (lost.actor, at) == ("b", expected)
 
 
 @pytest.mark.parametrize("detection", [3.8, 4.0, 4.3, 4.7])
