@@ -166,7 +166,14 @@ class Pod:
         group.in_state[PodState.STARTING] += 1
         self.restarts_left = timing.restarts  # torch elastic's remaining_restarts, this agent's own
         self.workers_started = 0.0  # when the current worker group started: the agent's monitor polls count from it
+        self.worker_groups = 0  # how many worker groups it has started (a look belongs to one)
         self.waiting_since = 0.0  # when it joined the current rendezvous round: its reads of the store count from it
+        # a look at its workers before this moment finds them HEALTHY (a failed worker counts once its process is
+        # gone; workers being stopped are no longer looked at)
+        self.healthy_until = math.inf
+        # the read at which a waiting node finds its join deadline passed: the first at or after it (a real loop's
+        # reads drift later than whole seconds, so a deadline on the read grid is past by that read)
+        self.deadline_read = math.inf
         self._course: list[Scheduled] = []  # reactions that a change of course cancels
         self.clock.at(timing.rendezvous, self._rendezvous_done)
 
@@ -234,8 +241,13 @@ class Pod:
     def _rendezvous_done(self) -> None:
         if self.state is PodState.STARTING:
             self._enter(PodState.TRAINING)
-            self.workers_started = self.clock.now
+            self._new_worker_group()
             self._log(What.RENDEZVOUS_DONE)
+
+    def _new_worker_group(self) -> None:
+        self.workers_started = self.clock.now
+        self.worker_groups += 1
+        self.healthy_until = math.inf
 
     def _sibling_report(self) -> Optional[str]:
         """A sibling's report already under the output prefix (an error file holding an error), if any.
@@ -320,7 +332,8 @@ class Pod:
             genuine,
         )
         # the failed worker counts once its process is gone, at the agent's next look; collecting it takes `detection`
-        noticed = self._next_poll(on_the_clock(failed_at + self.timing.failed_worker_exit)) + self.timing.detection
+        self.healthy_until = on_the_clock(failed_at + self.timing.failed_worker_exit)
+        noticed = self._next_poll(self.healthy_until) + self.timing.detection
         self._later(noticed - failed_at, lambda: self._on_child_failed(record))
 
     def _on_child_failed(self, record: ErrorRecord) -> None:
@@ -363,7 +376,9 @@ class Pod:
     def peer_death(self) -> None:
         """A peer pod's workers are gone: this pod's collectives break."""
         if self.state is PodState.STARTING:
-            self._wait_in_rendezvous("for a peer that is gone")
+            # still in its first round's join loop, reading once a second since its start (torch's 0-0.3 s
+            # first-round delay is random: taken as 0), against the deadline it set then
+            self._wait_in_rendezvous("for a peer that is gone", joined_at=self.waiting_since)
             return
         if self.state is not PodState.TRAINING:
             return
@@ -373,24 +388,27 @@ class Pod:
             lambda: self.worker_error(recoverable, "Connection reset by peer", genuine=False),
         )
 
-    def _wait_in_rendezvous(self, why: str) -> None:
+    def _wait_in_rendezvous(self, why: str, joined_at: Optional[float] = None) -> None:
+        """torch `DynamicRendezvousHandler.next_rendezvous`: join a round and wait for it, reading the rendezvous
+        state once a second (`_DistributedRendezvousOpExecutor.run`); the join deadline is noticed at a read, the
+        first after it (`_RendezvousJoinOp`: `time.monotonic() > deadline`, checked after the read)."""
         self._change_course(PodState.WAITING)
-        self.waiting_since = self.clock.now
+        self.waiting_since = self.clock.now if joined_at is None else joined_at
         self._log(What.WAITS_IN_RENDEZVOUS, reason=why)
-        self._later(self.timing.join_timeout, self._rendezvous_timeout)
+        deadline = on_the_clock(self.waiting_since + self.timing.join_timeout)
+        self.deadline_read = _tick_at_or_after(self.waiting_since, defaults.RENDEZVOUS_POLL_SECONDS, deadline)
+        self._later(max(self.deadline_read - self.clock.now, 0.0), self.read_rendezvous_state)
         self.group.joined(self)
-
-    def _rendezvous_timeout(self) -> None:
-        self._log(What.RENDEZVOUS_TIMEOUT)
-        self._rendezvous_failed("RendezvousTimeoutError")
 
     def store_gone(self) -> None:
         """The agent that hosts the c10d store has exited. Blocked at the exit barrier (torch `store_util.barrier`:
         `store.wait`), this pod's connection fails at once; waiting in rendezvous, it finds out at its next read."""
         if self.state is PodState.AT_EXIT_BARRIER:
             self.exit_barrier_passed("the rendezvous store is gone")
-        else:
+        elif self.state is PodState.WAITING:
             self.rendezvous_changed()
+        else:
+            self.look_at_the_rendezvous()
 
     def rendezvous_changed(self) -> None:
         """The store went, or an agent closed the rendezvous. Waiting for its round, this pod reads the rendezvous
@@ -399,16 +417,25 @@ class Pod:
         its rendezvous at the next such read."""
         if self.state is not PodState.WAITING:
             return
-        read = _tick_at_or_after(self.waiting_since, defaults.RENDEZVOUS_POLL_SECONDS, self.clock.now)
+        read = self.next_read()
         if read <= self.clock.now:
             self.read_rendezvous_state()
         else:
             self._later(read - self.clock.now, self.read_rendezvous_state)
 
+    def next_read(self) -> float:
+        """The waiting node's first read of the rendezvous state at or after now."""
+        return _tick_at_or_after(self.waiting_since, defaults.RENDEZVOUS_POLL_SECONDS, self.clock.now)
+
+    def read_at_next_tick(self) -> None:
+        """A join into a rendezvous already without its store, or closed: it fails at its next read (a new join's
+        first read is at once, after the instant's other events)."""
+        self._later(self.next_read() - self.clock.now, self.read_rendezvous_state)
+
     def read_rendezvous_state(self) -> None:
-        """A read of the rendezvous state while waiting: the store gone fails it with RendezvousConnectionError
-        (`c10d_rendezvous_backend` `_call_store`), a closed rendezvous with RendezvousClosedError
-        (`_RendezvousJoinOp`), instead of waiting for the join timeout."""
+        """A read of the rendezvous state while waiting, in torch's order: the read itself fails without the store
+        (RendezvousConnectionError, `c10d_rendezvous_backend` `_call_store`); then `_RendezvousJoinOp` finds the
+        rendezvous closed (RendezvousClosedError), or else past its deadline (RendezvousTimeoutError)."""
         if self.state is not PodState.WAITING:
             return
         host = self.group.store_host
@@ -418,6 +445,48 @@ class Pod:
         elif self.group.rendezvous_closed_by is not None:
             self._log(What.RENDEZVOUS_CLOSED, reason=self.group.rendezvous_closed_by)
             self._rendezvous_failed("RendezvousClosedError")
+        elif self.clock.now >= self.deadline_read:
+            self._log(What.RENDEZVOUS_TIMEOUT)
+            self._rendezvous_failed("RendezvousTimeoutError")
+
+    def look_at_the_rendezvous(self) -> None:
+        """What a healthy agent reads at its looks has changed (a node joined the wait list, the store went).
+        torch `_invoke_run`: at each look that finds its workers HEALTHY the agent asks the rendezvous
+        `num_nodes_waiting()`, a read of its state from the store; the first such look at or after the change acts
+        on it (`_healthy_look`)."""
+        if not self._healthy_at(self.clock.now):
+            return
+        look = self._next_poll(self.clock.now)
+        if look < self.healthy_until:
+            group = self.worker_groups
+            self.clock.at(look, lambda: self._healthy_look(group))
+
+    def _healthy_at(self, moment: float) -> bool:
+        return (self.state is PodState.TRAINING or self.state is PodState.FAILING) and moment < self.healthy_until
+
+    def _healthy_look(self, group: int) -> None:
+        """A look that finds the workers HEALTHY reads the rendezvous (`num_nodes_waiting`): without the store the
+        read raises RendezvousConnectionError out of the agent, which stops its workers on the way out
+        (`SimpleElasticAgent.run` -> `_shutdown`); with nodes waiting for the next round, the agent stops its
+        workers and joins that round (`_restart_workers`: a membership change, not counted against max_restarts)."""
+        if group != self.worker_groups or not self._healthy_at(self.clock.now):
+            return  # a later group of workers, or no longer healthy at this look
+        host = self.group.store_host
+        if host.state is PodState.EXITED:
+            self._log(What.RENDEZVOUS_LOST, reason=host.name)
+            self._stop_healthy_workers(lambda: self._rendezvous_failed("RendezvousConnectionError"))
+        elif self.group.in_state[PodState.WAITING]:
+            self._log(What.MEMBERSHIP_CHANGE, count=self.group.in_state[PodState.WAITING])
+            self._stop_healthy_workers(lambda: self._wait_in_rendezvous("for the next round"))
+
+    def _stop_healthy_workers(self, then: Callable[[], None]) -> None:
+        """The agent stops its running workers (SIGTERM, then their exit: `shutdown` s, as on a signal), then goes
+        on; their processes gone, peers' collectives break."""
+        self._change_course(PodState.FAILING)
+        self.healthy_until = self.clock.now
+        stopped = on_the_clock(self.clock.now + self.timing.shutdown)
+        self._later(self.timing.shutdown, then)
+        self.clock.at(stopped, lambda: self.group.peer_died(self, stopped))
 
     def _rendezvous_failed(self, error: str) -> None:
         self.group.close_rendezvous(self)  # the error leaves `launch_agent` like any but a signal
@@ -432,7 +501,7 @@ class Pod:
         """The rendezvous round completed with every pod: a new worker group trains."""
         if self.state is PodState.WAITING:
             self._change_course(PodState.TRAINING)
-            self.workers_started = self.clock.now
+            self._new_worker_group()
             self._log(What.RENDEZVOUS_DONE, reason=WORKERS_RESTARTED)
 
     def complete(self) -> None:
@@ -573,11 +642,14 @@ class SimulatedPods:
 
     def joined(self, pod: Pod) -> None:
         """A pod entered a rendezvous round. Without the store it fails; with every pod of the job waiting (the
-        job's size is fixed: min = max = its pods) the round completes after a rendezvous's time. Without the
-        store, or closed, it fails at once."""
+        job's size is fixed: min = max = its pods) the round completes after a rendezvous's time; a healthy agent
+        finds it in the wait list at its next look. Without the store, or closed, it fails at its next read."""
         if self.store_host.state is PodState.EXITED or self.rendezvous_closed_by is not None:
-            pod.clock.at(pod.clock.now, pod.read_rendezvous_state)  # its join's first read
+            pod.read_at_next_tick()
             return
+        for other in self.pods.values():
+            if other is not pod:
+                other.look_at_the_rendezvous()  # a healthy agent finds it in the wait list at its next look
         if self._every_pod(PodState.WAITING):
             pods = list(self.pods.values())
             done = pod.clock.now + max(p.timing.rendezvous for p in pods)

@@ -20,6 +20,7 @@ class What(NamedEnum):
     RENDEZVOUS_LOST = "rendezvous_lost"  # the agent hosting the rendezvous store is gone
     RENDEZVOUS_CLOSED = "rendezvous_closed"  # an agent returned and closed the rendezvous
     RESTARTS_WORKERS = "restarts_workers"  # torch elastic max_restarts: the agent restarts its worker group
+    MEMBERSHIP_CHANGE = "membership_change"  # a healthy agent's look finds nodes waiting: it restarts, uncounted
     CHECKPOINT = "checkpoint"
     TRAINING_COMPLETE = "training_complete"  # the workers returned (their agent notices at its next look)
     EXIT_BARRIER = "exit_barrier"  # the agent saw its workers finish and waits for the other agents
@@ -88,6 +89,11 @@ class Event(NamedTuple):
             return f"RendezvousClosedError: {self.reason}'s agent closed the rendezvous as it returned"
         if what is w.RESTARTS_WORKERS:
             return f"agent restarts its workers ({self.count} restart(s) left) and re-enters the rendezvous"
+        if what is w.MEMBERSHIP_CHANGE:
+            return (
+                f"agent's look finds {self.count} node(s) waiting: restarts its healthy workers into the next round"
+                " (a membership change, no restart counted)"
+            )
         if what is w.CHECKPOINT:
             return "writes a checkpoint"
         if what is w.TRAINING_COMPLETE:

@@ -936,6 +936,116 @@ def test_a_preempted_agent_leaves_the_rendezvous_open():
     assert not any(e.what is What.RENDEZVOUS_CLOSED for e in timeline)
 
 
+# A healthy agent reads the rendezvous at its looks (torch `_invoke_run`, `WorkerState.HEALTHY` branch:
+# `rdzv_handler.num_nodes_waiting()`, `DynamicRendezvousHandler.num_nodes_waiting` -> `_state_holder.sync()`).
+HUNG_PEER = 'pod_timings { pod: "b" timings { on_peer_death { fail { after_seconds: 600 } } } }'
+
+
+def test_a_healthy_agent_that_finds_a_node_waiting_restarts_its_workers_without_spending_a_restart():
+    """`_invoke_run`: a look that finds the workers HEALTHY and `num_nodes_waiting() > 0` calls `_restart_workers`
+    ("membership changes do not count as retries"). b's workers hang on their broken collective (as NCCL's do)
+    when a's fail; a restarts and joins the wait list at 13.5 s; b's next look (17 s) finds it there, stops its
+    workers and joins the round, with its own restart still left for a failure of its own later."""
+    events = (
+        'events { at_seconds: 10 pod: "a" worker_error {} } events { at_seconds: 40 pod: "b" worker_error {} } '
+        "events { at_seconds: 80 completion {} }"
+    )
+    spec = scenario(events, job="max_restarts: 2", plugin="upstream", extra=HUNG_PEER)
+    attempt = simulate(spec).attempts[0]
+    by = {(e.what, e.actor): e for e in attempt.timeline}
+    a_waits = next(e.at for e in attempt.timeline if e.what is What.WAITS_IN_RENDEZVOUS and e.actor == "a")
+    change = by[What.MEMBERSHIP_CHANGE, "b"]
+    assert change.at == _next_look(2.0, 5.0, a_waits) and change.count == 1
+    b_joins = next(e.at for e in attempt.timeline if e.what is What.WAITS_IN_RENDEZVOUS and e.actor == "b")
+    assert b_joins == pytest.approx(change.at + 0.03)  # its workers stopped (agent_shutdown_seconds)
+    # b spent none of its 2 restarts on it: its own failure at 40 s leaves it 1; the job completes
+    assert [e.count for e in attempt.timeline if e.what is What.RESTARTS_WORKERS and e.actor == "b"] == [1]
+    assert not attempt.uploads and attempt.decision.decision.value == "SUCCEED"
+
+
+def _next_look(started: float, interval: float, at: float) -> float:
+    """torch `_invoke_run`: the agent sleeps `monitor_interval`, looks, and repeats, from its workers' start."""
+    return started + interval * max(1, math.ceil((at - started) / interval))
+
+
+@pytest.mark.parametrize("failed_worker_exit", [None, 1.5, 2.5])
+def test_a_store_lost_while_a_survivor_s_workers_look_healthy_fails_its_agent_at_its_next_look(failed_worker_exit):
+    """`num_nodes_waiting` reads the store: gone (its host's agent exited), the read raises
+    RendezvousConnectionError out of `_invoke_run`, and `SimpleElasticAgent.run` stops the workers on the way out.
+    The workers look HEALTHY while they hang on the broken collective (None: 600 s), and also while a failed worker's
+    process has not yet exited (`MultiprocessContext._poll` sees a failure only once the process is gone): at the
+    look at 12 s, a's agent gone at 10.78 s, b's failed worker is still there when its process needs 2.5 s, gone
+    when it needs 1.5 s (then the look finds it FAILED and the agent raises ChildFailedError instead)."""
+    if failed_worker_exit is not None:
+        spec = scenario(
+            'events { at_seconds: 10 pod: "a" preemption {} }',
+            job="max_restarts: 0",
+            plugin="upstream",
+            timings=f"failed_worker_exit_seconds: {failed_worker_exit}",
+        )
+    else:
+        spec = scenario(
+            'events { at_seconds: 10 pod: "a" preemption {} }',
+            job="max_restarts: 0",
+            plugin="upstream",
+            extra=HUNG_PEER,
+        )
+    attempt = simulate(spec).attempts[0]
+    host_exit = next(e.at for e in attempt.timeline if e.what is What.EXIT and e.actor == "a")
+    look = _next_look(2.0, 5.0, host_exit)
+    lost = [e for e in attempt.timeline if e.what is What.RENDEZVOUS_LOST]
+    raises = [e for e in attempt.timeline if e.what is What.AGENT_RAISES]
+    [b_upload] = [u for u in attempt.uploads if u.pod == "b"]
+    if failed_worker_exit == 1.5:
+        assert not lost and raises[0].actor == "b" and b_upload.error.message == "Connection reset by peer"
+    else:
+        assert [(e.actor, e.at) for e in lost] == [("b", look)] and not raises
+        assert b_upload.error.message == "RendezvousConnectionError"
+        assert b_upload.at == pytest.approx(look + 0.03 + 0.05)  # workers stopped, then the upload
+
+
+def test_a_join_deadline_is_noticed_at_the_first_read_after_it():
+    """`_RendezvousJoinOp`: `time.monotonic() > deadline` is checked after each read, and the reads come once a
+    second from the join: a 20.5 s join timeout ends the wait at the 21st read."""
+    events = 'events { at_seconds: 10 pod: "b" preemption {} }'
+    spec = parse_scenario(
+        RESTARTS.replace("join_timeout_seconds: 20", "join_timeout_seconds: 20.5") % {"events": events, "restarts": 1},
+        "t.textproto",
+    )
+    attempt = simulate(spec).attempts[0]
+    waits = next(e for e in attempt.timeline if e.what is What.WAITS_IN_RENDEZVOUS and e.actor == "a")
+    timeout = next(e for e in attempt.timeline if e.what is What.RENDEZVOUS_TIMEOUT)
+    assert timeout.actor == "a" and timeout.at == pytest.approx(waits.at + 21)
+
+
+def test_at_the_read_that_passes_the_deadline_the_store_s_loss_is_what_fails_the_wait():
+    """`_DistributedRendezvousOpExecutor.run` reads (and a lost store fails the read) before `_RendezvousJoinOp`
+    looks at the deadline: a store gone by the deadline's read is a RendezvousConnectionError, not a timeout."""
+    spec = scenario(
+        'events { at_seconds: 10 pod: "a" preemption {} }',
+        job="max_restarts: 1 join_timeout_seconds: 5",
+        plugin="upstream",
+        extra='pod_timings { pod: "a" timings { exit_seconds: 8.3 } }',
+    )
+    timeline = simulate(spec).attempts[0].timeline
+    waits = next(e.at for e in timeline if e.what is What.WAITS_IN_RENDEZVOUS and e.actor == "b")
+    host_exit = next(e.at for e in timeline if e.what is What.EXIT and e.actor == "a")
+    assert waits + 4 < host_exit < waits + 5
+    [failed] = [e for e in timeline if e.what in (What.RENDEZVOUS_LOST, What.RENDEZVOUS_TIMEOUT)]
+    assert (failed.what, failed.actor, failed.at) == (What.RENDEZVOUS_LOST, "b", pytest.approx(waits + 5))
+
+
+def test_a_node_still_in_its_first_round_reads_on_its_own_grid_from_its_start():
+    """torch `next_rendezvous`: the first round's join loop has read once a second since the agent started (its
+    0-0.3 s random delay taken as 0): the store host killed at 1.3 s (no handlers yet: exit 143) is found gone at
+    the read at 2 s, not at 1.3 s; the join deadline counts from the start too."""
+    spec = scenario('events { at_seconds: 1.3 pod: "a" preemption {} }', job="max_restarts: 1", plugin="upstream")
+    timeline = simulate(spec).attempts[0].timeline
+    assert next(e.exit_code for e in timeline if e.what is What.EXIT and e.actor == "a") == 143
+    [lost] = [e for e in timeline if e.what is What.RENDEZVOUS_LOST]
+    assert (lost.actor, lost.at) == ("b", 2.0)
+
+
 def test_a_pod_exits_exit_seconds_after_its_upload_lands():
     """flytekit `entrypoint.py` `_dispatch_execute` uploads, then the process tears down (torch's agent, the
     interpreter): measured 0.6-0.8 s (`aggsim calibrate`, landed -> exit). The job's condition follows the exit."""
