@@ -417,19 +417,17 @@ class Pod:
         its rendezvous at the next such read."""
         if self.state is not PodState.WAITING:
             return
-        read = self.next_read()
-        if read <= self.clock.now:
-            self.read_rendezvous_state()
+        if self.next_read() <= self.clock.now:
+            self.read_rendezvous_state()  # a read due now sees it at once (the host's exit closes its socket first)
         else:
-            self._later(read - self.clock.now, self.read_rendezvous_state)
+            self.read_at_next_tick()
 
     def next_read(self) -> float:
         """The waiting node's first read of the rendezvous state at or after now."""
         return _tick_at_or_after(self.waiting_since, defaults.RENDEZVOUS_POLL_SECONDS, self.clock.now)
 
     def read_at_next_tick(self) -> None:
-        """A join into a rendezvous already without its store, or closed: it fails at its next read (a new join's
-        first read is at once, after the instant's other events)."""
+        """The next read, scheduled (a new join's first read is now, after the instant's other events)."""
         self._later(self.next_read() - self.clock.now, self.read_rendezvous_state)
 
     def read_rendezvous_state(self) -> None:

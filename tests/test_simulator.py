@@ -976,20 +976,13 @@ def test_a_store_lost_while_a_survivor_s_workers_look_healthy_fails_its_agent_at
     process has not yet exited (`MultiprocessContext._poll` sees a failure only once the process is gone): at the
     look at 12 s, a's agent gone at 10.78 s, b's failed worker is still there when its process needs 2.5 s, gone
     when it needs 1.5 s (then the look finds it FAILED and the agent raises ChildFailedError instead)."""
-    if failed_worker_exit is not None:
-        spec = scenario(
-            'events { at_seconds: 10 pod: "a" preemption {} }',
-            job="max_restarts: 0",
-            plugin="upstream",
-            timings=f"failed_worker_exit_seconds: {failed_worker_exit}",
-        )
-    else:
-        spec = scenario(
-            'events { at_seconds: 10 pod: "a" preemption {} }',
-            job="max_restarts: 0",
-            plugin="upstream",
-            extra=HUNG_PEER,
-        )
+    spec = scenario(
+        'events { at_seconds: 10 pod: "a" preemption {} }',
+        job="max_restarts: 0",
+        plugin="upstream",
+        timings="" if failed_worker_exit is None else f"failed_worker_exit_seconds: {failed_worker_exit}",
+        extra=HUNG_PEER if failed_worker_exit is None else "",
+    )
     attempt = simulate(spec).attempts[0]
     host_exit = next(e.at for e in attempt.timeline if e.what is What.EXIT and e.actor == "a")
     look = _next_look(2.0, 5.0, host_exit)
