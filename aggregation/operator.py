@@ -20,6 +20,11 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from aggregation.kinds import CleanPodPolicy, JobCondition
+from aggregation.scenario import ScenarioError
+
+
+class UndecidedVerdict(ScenarioError):
+    """The operator's verdict at some moment is not decided by the sources: the simulator refuses to pick one."""
 
 
 class TrainingOperator:
@@ -30,7 +35,8 @@ class TrainingOperator:
         clean_pod_policy: CleanPodPolicy,
         delete_pod: Callable[[str, CleanPodPolicy], None],
         on_terminal: Callable[[JobCondition, str], None],
-        later: Callable[[float, Callable[[], None]], None],
+        later: Callable[..., None],
+        now: Callable[[], float],
         pod_status_delay: float = 0.0,
         cleanup_delay: float = 0.0,
     ) -> None:
@@ -40,11 +46,16 @@ class TrainingOperator:
         self.clean_pod_policy = clean_pod_policy
         self.delete_pod = delete_pod
         self.on_terminal = on_terminal
-        self.later = later  # run a callback this many seconds from now, on the attempt's clock
+        # `later(delay, callback, late=False)`: run a callback this many seconds from now, on the attempt's clock
+        # (`late`: after every other callback of that instant)
+        self.later = later
+        self.now = now
         self.pod_status_delay = pod_status_delay
         self.cleanup_delay = cleanup_delay
-        self.exited: set[str] = set()  # the pods whose exit the operator has heard of: the rest count as running
+        self.exited: dict[str, int] = {}  # the pods whose exit the operator has heard of, with their exit codes
+        self.deleting: list[str] = []  # running pods with a deletion mark, in the order they were marked
         self.condition: Optional[JobCondition] = None
+        self._reconcile_due = False
 
     def pod_exited(self, pod: str, exit_code: int) -> None:
         """The pod's container exited: the operator hears of it `pod_status_delay` later (the kubelet's status
@@ -52,23 +63,64 @@ class TrainingOperator:
         self._after(self.pod_status_delay, lambda: self._heard_exit(pod, exit_code))
 
     def _heard_exit(self, pod: str, exit_code: int) -> None:
-        self.exited.add(pod)
-        if self.condition is not None:
-            return
-        if exit_code != 0:
-            self._terminal(JobCondition.FAILED, f"pod {pod} failed (exit {exit_code}, RestartPolicy Never)")
-        elif self.elastic or pod == self.master:
-            why = "an elastic job succeeds when one worker pod succeeds" if self.elastic else "the master succeeded"
-            self._terminal(JobCondition.SUCCEEDED, f"pod {pod} succeeded: {why}")
+        self.exited[pod] = exit_code
+        self._wake()
 
     def pod_deleted(self, pod: str) -> None:
         """The pod object got a deletion timestamp while the pod runs: `UpdateJobReplicaStatuses` counts it failed
-        from now on, and with RestartPolicy Never a failed replica fails the job (`UpdateJobStatus`). The mark is the
-        API server's own, so the operator's watch hears of it with no kubelet in between."""
+        from now on. The mark is the API server's own, so the operator's watch hears of it with no kubelet in
+        between."""
+        if pod not in self.exited and pod not in self.deleting:
+            self.deleting.append(pod)
+            self._wake()
+
+    def _wake(self) -> None:
+        """A pod update wakes a reconcile (`OnDependentUpdateFunc`). It reads every pod as the API server holds it
+        by then: every change heard at this instant is in the same reconcile, which runs after the instant's other
+        events (the watch and the work queue take time, however little)."""
+        if self.condition is None and not self._reconcile_due:
+            self._reconcile_due = True
+            self.later(0.0, self._reconcile, late=True)
+
+    def _reconcile(self) -> None:
+        """`ReconcileJobs` -> `UpdateJobReplicaStatuses` (each pod by its phase: a heard exit 0 succeeded, non-zero
+        failed, a running pod with a deletion mark failed) -> `UpdateJobStatus`, with RestartPolicy Never."""
+        self._reconcile_due = False
         if self.condition is not None:
             return
+        succeeded = [pod for pod in self.pods if self.exited.get(pod) == 0]
+        failed = [pod for pod in self.pods if self.exited.get(pod, 0) != 0]
+        failed += [pod for pod in self.deleting if pod not in self.exited]
+        if self.elastic:
+            if succeeded:
+                # the Worker replica type sets Succeeded, then (failed > 0) Failed after it, in the same pass; both
+                # conditions carry the same whole-second LastTransitionTime, and flyteplugins' `ExtractCurrentCondition`
+                # (a stable sort for so few conditions) reads the first true one: Succeeded
+                why = f"pod {succeeded[0]} succeeded: an elastic job succeeds when one worker pod succeeds"
+                if failed:
+                    why += f"; pod {failed[0]}'s failure in the same reconcile adds a Failed condition after it"
+                self._terminal(JobCondition.SUCCEEDED, why)
+            elif failed:
+                self._terminal(JobCondition.FAILED, self._failed_reason(failed[0]))
+            return
+        master_failed = self.master in failed
+        if self.master in succeeded and failed:
+            # `UpdateJobStatus` ranges over the replica specs, a Go map: the Master's Succeeded (which returns) or the
+            # Worker's Failed (which makes Succeeded a no-op) comes first by Go's random map order
+            raise UndecidedVerdict(
+                f"the operator's verdict at {self.now():g} s is not decided: master {self.master} succeeded and "
+                f"worker {failed[0]} failed in the same reconcile, and which counts is Go's random map order"
+            )
+        if self.master in succeeded:
+            self._terminal(JobCondition.SUCCEEDED, f"pod {self.master} succeeded: the master succeeded")
+        elif failed:
+            self._terminal(JobCondition.FAILED, self._failed_reason(self.master if master_failed else failed[0]))
+
+    def _failed_reason(self, pod: str) -> str:
+        if pod in self.exited:
+            return f"pod {pod} failed (exit {self.exited[pod]}, RestartPolicy Never)"
         why = "a running pod with a deletion timestamp counts as failed (RestartPolicy Never)"
-        self._terminal(JobCondition.FAILED, f"pod {pod} is being deleted: {why}")
+        return f"pod {pod} is being deleted: {why}"
 
     def _terminal(self, condition: JobCondition, why: str) -> None:
         self.condition = condition

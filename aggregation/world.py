@@ -160,6 +160,7 @@ class Attempt:
             self._delete_pod,
             self._job_terminal,
             self._later,
+            lambda: self.clock.now,
             spec.pod_status_delay,
             spec.cleanup_delay,
         )
@@ -198,8 +199,8 @@ class Attempt:
                 until = moment
         return until
 
-    def _later(self, delay: float, callback: Callable[[], None]) -> None:
-        self.clock.at(self.clock.now + delay, callback)
+    def _later(self, delay: float, callback: Callable[[], None], late: bool = False) -> None:
+        self.clock.at(self.clock.now + delay, callback, late)
 
     def running_pods(self) -> list[str]:
         return [pod for pod in self.spec.pods if pod not in self.exits]
