@@ -8,7 +8,9 @@ running pod that is being deleted counts as failed (`pkg/core/status.go` `Update
 the job is terminal, CleanPodPolicy decides which pods are deleted (`pkg/controller.v1/common/job.go`
 `deletePodsAndServices`: Running deletes the running ones, All every one; each deletion of a running pod is a
 SIGTERM, and SIGKILL after the grace period; the model deletes, under either, the pods it counts as running, as
-the others have no container left to stop).
+the others have no container left to stop). One reconcile reads every pod (`ReconcileJobs`), so the changes heard at
+one instant are decided together, after the instant's other events; where Go's map order would decide them (a
+non-elastic Master's success beside a failed Worker), the simulator refuses the point (`UndecidedVerdict`).
 
 The cluster's latencies are the scenario's (`job.pod_status_seconds`, `job.cleanup_seconds`; 0 by default: the
 operator hears and cleans up at once). The same operator runs simulated and real jobs: it only hears of pod exits
