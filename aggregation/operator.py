@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from aggregation.engine import Clock
 from aggregation.kinds import CleanPodPolicy, JobCondition
 from aggregation.scenario import ScenarioError
 
@@ -37,8 +38,7 @@ class TrainingOperator:
         clean_pod_policy: CleanPodPolicy,
         delete_pod: Callable[[str, CleanPodPolicy], None],
         on_terminal: Callable[[JobCondition, str], None],
-        later: Callable[..., None],
-        now: Callable[[], float],
+        clock: Clock,
         pod_status_delay: float = 0.0,
         cleanup_delay: float = 0.0,
     ) -> None:
@@ -48,10 +48,7 @@ class TrainingOperator:
         self.clean_pod_policy = clean_pod_policy
         self.delete_pod = delete_pod
         self.on_terminal = on_terminal
-        # `later(delay, callback, late=False)`: run a callback this many seconds from now, on the attempt's clock
-        # (`late`: after every other callback of that instant)
-        self.later = later
-        self.now = now
+        self.clock = clock  # the attempt's
         self.pod_status_delay = pod_status_delay
         self.cleanup_delay = cleanup_delay
         self.exited: dict[str, int] = {}  # the pods whose exit the operator has heard of, with their exit codes
@@ -82,7 +79,7 @@ class TrainingOperator:
         events (the watch and the work queue take time, however little)."""
         if self.condition is None and not self._reconcile_due:
             self._reconcile_due = True
-            self.later(0.0, self._reconcile, late=True)
+            self.clock.at(self.clock.now, self._reconcile, late=True)
 
     def _reconcile(self) -> None:
         """`ReconcileJobs` -> `UpdateJobReplicaStatuses` (each pod by its phase: a heard exit 0 succeeded, non-zero
@@ -110,7 +107,7 @@ class TrainingOperator:
             # `UpdateJobStatus` ranges over the replica specs, a Go map: the Master's Succeeded (which returns) or the
             # Worker's Failed (which makes Succeeded a no-op) comes first by Go's random map order
             raise UndecidedVerdict(
-                f"the operator's verdict at {self.now():g} s is not decided: master {self.master} succeeded and "
+                f"the operator's verdict at {self.clock.now:g} s is not decided: master {self.master} succeeded and "
                 f"worker {failed[0]} failed in the same reconcile, and which counts is Go's random map order"
             )
         if self.master in succeeded:
@@ -133,7 +130,7 @@ class TrainingOperator:
     def _after(self, delay: float, action: Callable[[], None]) -> None:
         """`action` after `delay`; with none, now, within the step that caused it (as the model always did)."""
         if delay:
-            self.later(delay, action)
+            self.clock.at(self.clock.now + delay, action)
         else:
             action()
 

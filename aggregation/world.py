@@ -159,8 +159,7 @@ class Attempt:
             spec.clean_pod_policy,
             self._delete_pod,
             self._job_terminal,
-            self._later,
-            lambda: self.clock.now,
+            self.clock,
             spec.pod_status_delay,
             spec.cleanup_delay,
         )
@@ -198,9 +197,6 @@ class Attempt:
             if now < moment < until:
                 until = moment
         return until
-
-    def _later(self, delay: float, callback: Callable[[], None], late: bool = False) -> None:
-        self.clock.at(self.clock.now + delay, callback, late)
 
     def running_pods(self) -> list[str]:
         return [pod for pod in self.spec.pods if pod not in self.exits]

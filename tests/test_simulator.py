@@ -219,10 +219,12 @@ attempts { %(events)s }
 """
 
 
+def scenario_text(events="", job="", timings="", delay=10, extra=""):
+    return BASE % {"events": events, "job": job, "timings": timings, "delay": delay, "extra": extra}
+
+
 def scenario(events="", job="", timings="", delay=10, plugin=None, extra=""):
-    return parse_scenario(
-        BASE % {"events": events, "job": job, "timings": timings, "delay": delay, "extra": extra}, "t.textproto", plugin
-    )
+    return parse_scenario(scenario_text(events, job, timings, delay, extra), "t.textproto", plugin)
 
 
 def test_seed_pr_stamps_after_worker_shutdown_recoverable_at_arrival():
@@ -330,20 +332,11 @@ def test_a_non_elastic_master_s_success_beside_a_failed_worker_in_one_reconcile_
     """`UpdateJobStatus` ranges over the replica specs, a Go map, in random order: the Master's branch sets Succeeded
     and returns, the Worker's sets Failed, after which `setCondition` ignores Succeeded. With both in one reconcile
     the verdict is Go's coin toss: the simulator refuses, in one line, rather than pick one."""
-    tie = scenario(_tie_with_a_exit("elastic: false"), job="elastic: false", plugin="upstream")
+    tie = scenario_text(_tie_with_a_exit("elastic: false"), job="elastic: false")
     with pytest.raises(ScenarioError, match=r"not decided: master a succeeded and worker b failed .* map order"):
-        simulate(tie)
+        simulate(parse_scenario(tie, "t.textproto", "upstream"))
     path = tmp_path / "tie.textproto"
-    path.write_text(
-        BASE
-        % {
-            "events": _tie_with_a_exit("elastic: false"),
-            "job": "elastic: false",
-            "timings": "",
-            "delay": 10,
-            "extra": "",
-        }
-    )
+    path.write_text(tie)
     result = subprocess.run([AGGSIM, "simulate", str(path), "--plugin", "upstream"], capture_output=True, text=True)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Go's random map order" in result.stderr
@@ -936,13 +929,7 @@ def test_the_prover_places_the_next_read_on_the_nanosecond_as_the_simulator_does
     from aggregation.scenario import parse_scenario_source
     from aggregation.symbolic import Sym
 
-    text = BASE % {
-        "events": 'events { at_seconds: 10 pod: "a" preemption {} }',
-        "job": "max_restarts: 1",
-        "timings": "exit_seconds: 8",
-        "delay": 10,
-        "extra": "",
-    }
+    text = scenario_text('events { at_seconds: 10 pod: "a" preemption {} }', "max_restarts: 1", "exit_seconds: 8")
     source = parse_scenario_source(text, "t.textproto")
     exit_seconds = Fraction("8.42") + Fraction(past_the_read_ns, 10**9)  # the host exits 10.08 s + this
     interval = P.parse_range(f"timings.exit_seconds={float(exit_seconds)}", source.message)
