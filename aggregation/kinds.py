@@ -1,4 +1,5 @@
-"""The enums the model and the runner share: plugin variants, job conditions, clean-pod policies, final phases.
+"""The enums the model and the runner share: plugin variants, job conditions, clean-pod policies, RunPolicy limits,
+final phases.
 
 Each is a `str` enum whose value is the name people see (and JSON carries), so a record prints as
 `upstream` or `Succeeded`, never as `PluginVariant.UPSTREAM`.
@@ -43,6 +44,13 @@ class CleanPodPolicy(NamedEnum):
     NONE = "None"
     RUNNING = "Running"
     ALL = "All"
+
+
+class RunPolicyLimit(NamedEnum):
+    """A kubeflow common `RunPolicy` limit past which the operator deletes every pod and fails the job."""
+
+    ACTIVE_DEADLINE = "ActiveDeadlineSeconds"
+    BACKOFF_LIMIT = "BackoffLimit"
 
 
 class FinalPhase(NamedEnum):

@@ -12,6 +12,12 @@ the others have no container left to stop). One reconcile reads every pod (`Reco
 one instant are decided together, after the instant's other events; where Go's map order would decide them (a
 non-elastic Master's success beside a failed Worker), the simulator refuses the point (`UndecidedVerdict`).
 
+Before the replica statuses, `ReconcileJobs` checks the RunPolicy's limits (`job.backoff_limit`,
+`job.active_deadline_seconds`): past one, it deletes every pod (`DeletePodsAndServices` while the job is not yet
+finished, so whatever CleanPodPolicy says) and fails the job. The deadline counts from the job's start, the
+attempt's time 0, and is looked at only when something wakes a reconcile: in v1.8.0 the PyTorchJob reconciler's
+work queue is a `FakeWorkQueue`, so the `AddAfter` that `UpdateJobStatus` asks for at the deadline never fires.
+
 The cluster's latencies are the scenario's (`job.pod_status_seconds`, `job.cleanup_seconds`; 0 by default: the
 operator hears and cleans up at once). The same operator runs simulated and real jobs: it only hears of pod exits
 and deletions, and asks for deletions.
@@ -22,8 +28,12 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from aggregation.engine import Clock
-from aggregation.kinds import CleanPodPolicy, JobCondition
+from aggregation.kinds import CleanPodPolicy, JobCondition, RunPolicyLimit
 from aggregation.scenario import ScenarioError
+
+#: the job kind in the operator's condition reasons (`util.NewReason(kind, reason)`)
+JOB_KIND = "PyTorchJob"
+FAILED_REASON = JOB_KIND + "Failed"
 
 
 class UndecidedVerdict(ScenarioError):
@@ -36,11 +46,14 @@ class TrainingOperator:
         elastic: bool,
         pods: tuple[str, ...],
         clean_pod_policy: CleanPodPolicy,
-        delete_pod: Callable[[str, CleanPodPolicy], None],
-        on_terminal: Callable[[JobCondition, str], None],
+        delete_pod: Callable[[str, CleanPodPolicy | RunPolicyLimit], None],
+        on_terminal: Callable[[JobCondition, str, str], None],
         clock: Clock,
         pod_status_delay: float = 0.0,
         cleanup_delay: float = 0.0,
+        job_name: str = "",
+        active_deadline: Optional[int] = None,
+        backoff_limit: Optional[int] = None,
     ) -> None:
         self.elastic = elastic
         self.pods = pods
@@ -51,6 +64,9 @@ class TrainingOperator:
         self.clock = clock  # the attempt's
         self.pod_status_delay = pod_status_delay
         self.cleanup_delay = cleanup_delay
+        self.job_name = job_name
+        self.active_deadline = active_deadline  # seconds from the job's start (the attempt's 0); None: unset
+        self.backoff_limit = backoff_limit  # None: unset
         self.exited: dict[str, int] = {}  # the pods whose exit the operator has heard of, with their exit codes
         self.deleting: list[str] = []  # running pods with a deletion mark, in the order they were marked
         self.condition: Optional[JobCondition] = None
@@ -82,13 +98,16 @@ class TrainingOperator:
             self.clock.at(self.clock.now, self._reconcile, late=True)
 
     def _reconcile(self) -> None:
-        """`ReconcileJobs` -> `UpdateJobReplicaStatuses` (each pod by its phase: a heard exit 0 succeeded, non-zero
-        failed, a running pod with a deletion mark failed) -> `UpdateJobStatus`, with RestartPolicy Never."""
+        """`ReconcileJobs` (the RunPolicy's limits first) -> `UpdateJobReplicaStatuses` (each pod by its phase: a heard
+        exit 0 succeeded, non-zero failed, a running pod with a deletion mark failed) -> `UpdateJobStatus`, with
+        RestartPolicy Never."""
         self._reconcile_due = False
         if self.condition is not None:
             return
         succeeded = [pod for pod in self.pods if self.exited.get(pod) == 0]
-        failed = [pod for pod in self.pods if self.exited.get(pod, 0) != 0]
+        failed = [pod for pod in self.pods if self.exited.get(pod, 0) != 0]  # phase Failed
+        if self._past_a_limit(failed):
+            return
         failed += [pod for pod in self.deleting if pod not in self.exited]
         if self.elastic:
             if succeeded:
@@ -100,9 +119,8 @@ class TrainingOperator:
                     why += f"; pod {failed[0]}'s failure in the same reconcile adds a Failed condition after it"
                 self._terminal(JobCondition.SUCCEEDED, why)
             elif failed:
-                self._terminal(JobCondition.FAILED, self._failed_reason(failed[0]))
+                self._failed(failed)
             return
-        master_failed = self.master in failed
         if self.master in succeeded and failed:
             # `UpdateJobStatus` ranges over the replica specs, a Go map: the Master's Succeeded (which returns) or the
             # Worker's Failed (which makes Succeeded a no-op) comes first by Go's random map order
@@ -113,7 +131,51 @@ class TrainingOperator:
         if self.master in succeeded:
             self._terminal(JobCondition.SUCCEEDED, f"pod {self.master} succeeded: the master succeeded")
         elif failed:
-            self._terminal(JobCondition.FAILED, self._failed_reason(self.master if master_failed else failed[0]))
+            self._failed(failed)
+
+    def _past_a_limit(self, failed: list[str]) -> bool:
+        """`ReconcileJobs`' RunPolicy checks, before any replica status: the backoff limit, then the deadline. Past
+        either, the job fails now, and every pod is deleted first (`DeletePodsAndServices` on a job not yet
+        finished). Returns whether the job failed so."""
+        limit, deadline = self.backoff_limit, self.active_deadline
+        # exceedsBackoffLimit: a new pod in phase Failed (the last reconcile saw none, or the job would have failed),
+        # not every pod active, and NumRequeues + 1 > BackoffLimit, where the `FakeWorkQueue` counts no requeue
+        if limit is not None and failed and 1 > limit:
+            limit_passed, pod = RunPolicyLimit.BACKOFF_LIMIT, failed[0]
+            message = f"Job {self.job_name} has failed because it has reached the specified backoff limit"
+            why = (
+                f"pod {pod} failed (exit {self.exited[pod]}) with RunPolicy.BackoffLimit {limit}: the backoff path "
+                "deletes every pod and fails the job before the replica statuses count"
+            )
+        elif deadline is not None and self.clock.now >= deadline:
+            limit_passed = RunPolicyLimit.ACTIVE_DEADLINE
+            message = f"Job {self.job_name} has failed because it was active longer than specified deadline"
+            why = (
+                f"the job is past RunPolicy.ActiveDeadlineSeconds ({deadline} s) at this reconcile, the first a pod "
+                "change woke since (v1.8.0 queues none for the deadline): every pod is deleted and the job fails"
+            )
+        else:
+            return False
+        for pod in self.pods:
+            if pod not in self.exited:
+                self.delete_pod(pod, limit_passed)
+        self._terminal(JobCondition.FAILED, why, f"{FAILED_REASON} - {message}", clean_up=False)
+        return True
+
+    def _failed(self, failed: list[str]) -> None:
+        """`UpdateJobStatus`' Failed condition (RestartPolicy Never): its message counts the failed replicas of the
+        replica type whose check came first."""
+        name = self.job_name
+        if not self.elastic and self.master in failed:
+            message = f"PyTorchJob {name} is failed because 1 Master replica(s) failed."
+            why = self._failed_reason(self.master)
+            if len(failed) > 1:
+                why += "; with the failed Worker of this reconcile, Go's other map order gives the Worker count"
+        else:
+            replicas = len(failed)
+            message = f"PyTorchJob {name} is failed because {replicas} Worker replica(s) failed."
+            why = self._failed_reason(failed[0])
+        self._terminal(JobCondition.FAILED, why, f"{FAILED_REASON} - {message}")
 
     def _failed_reason(self, pod: str) -> str:
         if pod in self.exited:
@@ -121,10 +183,11 @@ class TrainingOperator:
         why = "a running pod with a deletion timestamp counts as failed (RestartPolicy Never)"
         return f"pod {pod} is being deleted: {why}"
 
-    def _terminal(self, condition: JobCondition, why: str) -> None:
+    def _terminal(self, condition: JobCondition, why: str, message: str = "", clean_up: bool = True) -> None:
+        """The job's terminal condition, with its `Reason - Message` as flyteplugins' `GetPhaseInfo` quotes it."""
         self.condition = condition
-        self.on_terminal(condition, why)
-        if self.clean_pod_policy is not CleanPodPolicy.NONE:
+        self.on_terminal(condition, why, message)
+        if clean_up and self.clean_pod_policy is not CleanPodPolicy.NONE:
             self._after(self.cleanup_delay, self._clean_up)
 
     def _after(self, delay: float, action: Callable[[], None]) -> None:

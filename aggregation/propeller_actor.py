@@ -94,12 +94,14 @@ class PropellerActor:
         #: until when the prefix reads as it does now (without a world to ask: it may change at any moment)
         self.unchanged_until = unchanged_until or (lambda: self.clock.now)
         self.last_round_error: Optional[str] = None
+        self.condition_message = ""  # the terminal condition's `Reason - Message`
         self.observation: Optional[Observation] = None
         #: the terminal condition whose rounds fail for ever (the count can never exceed max-workflow-retries)
         self.retries_for_ever: Optional[JobCondition] = None
 
-    def job_terminal(self, condition: JobCondition) -> None:
-        """The operator set a terminal condition now: the next round observes it."""
+    def job_terminal(self, condition: JobCondition, message: str = "") -> None:
+        """The operator set a terminal condition now, with this `Reason - Message`: the next round observes it."""
+        self.condition_message = message
         self._next_round(condition, self.spec.observation_delay)
 
     def _next_round(self, condition: JobCondition, after: float) -> None:
@@ -112,7 +114,7 @@ class PropellerActor:
             return
         if condition is not JobCondition.SUCCEEDED:
             # GetPhaseInfo maps Failed to a retryable DownstreamSystemError; no file is read
-            outcome = task_outcome(JobCondition.FAILED, condition_message="a pod failed")
+            outcome = task_outcome(JobCondition.FAILED, condition_message=self.condition_message)
             self._decided(condition, (), None, outcome, node_decision(outcome, spec.retries, self.state, self.config))
             return
         prefix, seen = self.snapshot()

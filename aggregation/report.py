@@ -98,7 +98,11 @@ def verdict_lines(attempt: AttemptResult) -> list[Text]:
     elif attempt.outcome.phase.value == "RUNNING":  # the job ended, but its rounds fail for ever
         won = literal(f"propeller: {attempt.outcome.reason}")
     else:
-        won = Text("propeller: job Failed, no error file is read (DownstreamSystemError, USER, retryable)")
+        # GetPhaseInfo's details quote the operator's condition: "Job failed:\n\t<Reason> - <Message>"
+        condition = attempt.outcome.error.message.split("\n\t", 1)[-1] if attempt.outcome.error else ""
+        won = literal(
+            f"propeller: job Failed, no error file is read (DownstreamSystemError, USER, retryable): {condition}"
+        )
     decision = attempt.decision
     code = literal(" " + decision.code) if decision.code else ""
     return [won, Text.assemble(f"task {attempt.outcome.phase.value} -> node ", (decision.decision.value, "bold"), code)]

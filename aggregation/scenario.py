@@ -77,6 +77,10 @@ class SimEvent:
     keep_bytes: int = 0  # truncated_upload
 
 
+#: a pod named by the training operator: `<job>-worker-<index>` or `<job>-master-<index>`
+_GENERATED_POD_NAME = re.compile(r"^(.+)-(?:worker|master)-\d+$")
+
+
 @dataclass(frozen=True)
 class ScenarioSpec:
     name: str
@@ -97,10 +101,19 @@ class ScenarioSpec:
     round_retry: float = defaults.ROUND_RETRY_SECONDS
     pod_status_delay: float = defaults.POD_STATUS_SECONDS  # a pod's exit -> the operator hears of it
     cleanup_delay: float = defaults.CLEANUP_SECONDS  # the job turns terminal -> the operator's CleanPodPolicy deletions
+    active_deadline: Optional[int] = None  # RunPolicy.ActiveDeadlineSeconds, None when Flyte leaves it unset
+    backoff_limit: Optional[int] = None  # RunPolicy.BackoffLimit, None when Flyte leaves it unset
     timings: dict[str, PodTiming] = field(default_factory=dict)
     attempts: tuple[tuple[SimEvent, ...], ...] = ()
     seed: int = 0
     description: str = ""
+
+    @property
+    def job_name(self) -> str:
+        """The PyTorchJob's name, as the operator's messages say it: the name its pods were given by (training-operator
+        `GenGeneralName`: `<job>-<replica type>-<index>`), or the scenario's name when the pods are named otherwise."""
+        named = _GENERATED_POD_NAME.match(self.pods[0])
+        return named.group(1) if named else self.name
 
     def events_for(self, attempt: int) -> tuple[SimEvent, ...]:
         """Attempt N's events; attempts beyond the scenario's list run clean to completion."""
@@ -437,6 +450,16 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
     non_negative(pod_status, r"pod_status_seconds", "job.pod_status_seconds")
     cleanup = job.cleanup_seconds if job.HasField("cleanup_seconds") else defaults.CLEANUP_SECONDS
     non_negative(cleanup, r"cleanup_seconds", "job.cleanup_seconds")
+    # RunPolicy: flyteplugins `ParseRunPolicy` sets a field only when it is not 0
+    deadline = job.active_deadline_seconds or None
+    if deadline is not None and deadline < 0:
+        raise where.error(
+            where.line_of("active_deadline_seconds"),
+            "job.active_deadline_seconds",
+            f"must be > 0 (0 leaves it unset), got {deadline}: a negative deadline fails the job as it is created, "
+            "before its pods run, which the model does not play",
+        )
+    backoff_limit = job.backoff_limit or None
     for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
         first = timings.first_monitor_poll_seconds
         if timings.HasField("first_monitor_poll_seconds") and not 0 < first <= interval:
@@ -524,6 +547,8 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         grace=grace,
         pod_status_delay=pod_status,
         cleanup_delay=cleanup,
+        active_deadline=deadline,
+        backoff_limit=backoff_limit,
         fork=job.start_method == pb.FORK,
         retries=message.task.retries,
         outputs_declared=message.task.outputs_declared,

@@ -10,15 +10,17 @@
         ...
 
 Every scenario drawn loads without a `ScenarioError`: job shapes (1-8 pods x 1-4 workers, elastic or with a
-master, spawn or fork, restarts, cleanup policy, grace period, the operator's latencies), the plugin, the
-aggregation flag, propeller's settings, pod timings (per-pod overrides, clock offsets, the reaction to a peer's
-death) and up to `max_attempts` attempts of timed events of every kind. `playable=True` draws only what
-`aggsim run-local` plays for real (no storage faults, no signal aimed inside os.fork(), no seed-pr variant, a
-shape this machine runs in reasonable time, events after the first rendezvous). Needs hypothesis (the `test` extra).
+master, spawn or fork, restarts, cleanup policy, grace period, the operator's latencies, the RunPolicy's deadline
+and backoff limit), the plugin, the aggregation flag, propeller's settings, pod timings (per-pod overrides, clock
+offsets, the reaction to a peer's death) and up to `max_attempts` attempts of timed events of every kind.
+`playable=True` draws only what `aggsim run-local` plays for real (no storage faults, no signal aimed inside
+os.fork(), no seed-pr variant, no RunPolicy limit, a shape this machine runs in reasonable time, events after the
+first rendezvous). Needs hypothesis (the `test` extra).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 from google.protobuf import text_format
@@ -144,6 +146,12 @@ def scenarios(
     task.interruptible = draw(st.booleans())
     # real attempts without a completion train that long on the wall clock: keep a playable sample quick
     task.training_seconds = draw(_seconds(20.0, 40.0 if playable else 120.0))
+
+    # the RunPolicy's limits, now and then: a deadline within the attempt's span, a backoff limit either side of 0
+    if not playable and draw(st.integers(0, 3)) == 0:
+        job.active_deadline_seconds = draw(st.integers(1, math.ceil(task.training_seconds) + 15))
+    if not playable and draw(st.integers(0, 3)) == 0:
+        job.backoff_limit = draw(st.sampled_from([-1, 1]))
 
     propeller = message.propeller
     propeller.error_aggregation = draw(st.booleans()) if aggregation is None else aggregation

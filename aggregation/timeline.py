@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from aggregation.kinds import NamedEnum
+from aggregation.kinds import NamedEnum, RunPolicyLimit
 from aggregation.propeller import NEVER_ABORTS
+
+#: the causes of a DELETES_POD that are RunPolicy limits, not a CleanPodPolicy
+_RUN_POLICY_LIMITS = frozenset(limit.value for limit in RunPolicyLimit)
 
 
 class What(NamedEnum):
@@ -37,7 +40,7 @@ class What(NamedEnum):
     UPLOAD = "upload"
     EXIT = "exit"
     JOB_TERMINAL = "job_terminal"
-    DELETES_POD = "deletes_pod"  # the operator's CleanPodPolicy
+    DELETES_POD = "deletes_pod"  # the operator's CleanPodPolicy, or a RunPolicy limit the job went past
     OBSERVES = "observes"  # propeller's round that observes the terminal job
     ROUND_FAILED = "round_failed"  # the reader returned a Go error: the round fails, the next one retries
     ROUNDS_FAIL_ALIKE = "rounds_fail_alike"  # nothing can change what the next rounds read: they fail alike
@@ -136,6 +139,8 @@ class Event(NamedTuple):
         if what is w.JOB_TERMINAL:
             return f"job {self.condition}: {self.reason}"
         if what is w.DELETES_POD:
+            if self.reason in _RUN_POLICY_LIMITS:
+                return f"past RunPolicy.{self.reason}: deletes {self.target}"
             return f"CleanPodPolicy {self.reason}: deletes {self.target}"
         if what is w.OBSERVES:
             if self.condition == "Succeeded":

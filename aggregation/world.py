@@ -14,7 +14,7 @@ from operator import attrgetter
 from typing import Callable, Optional, Protocol
 
 from aggregation.engine import Clock
-from aggregation.kinds import CleanPodPolicy, JobCondition
+from aggregation.kinds import CleanPodPolicy, JobCondition, RunPolicyLimit
 from aggregation.nanoseconds import on_the_clock
 from aggregation.operator import TrainingOperator
 from aggregation.pods import Upload
@@ -162,6 +162,9 @@ class Attempt:
             self.clock,
             spec.pod_status_delay,
             spec.cleanup_delay,
+            spec.job_name,
+            spec.active_deadline,
+            spec.backoff_limit,
         )
         self.propeller = PropellerActor(
             self.clock,
@@ -232,14 +235,16 @@ class Attempt:
         if self.kubelet.terminate(pod, "kubelet: preemption", lands_during_fork):
             self.preempted = True
 
-    def _delete_pod(self, pod: str, policy: CleanPodPolicy) -> None:
-        self.log(Event(self.clock.now, "operator", What.DELETES_POD, target=pod, reason=policy.value))
-        self.kubelet.terminate(pod, "operator cleanup")
+    def _delete_pod(self, pod: str, cause: CleanPodPolicy | RunPolicyLimit) -> None:
+        """The operator deletes `pod`: the CleanPodPolicy's cleanup, or the RunPolicy limit the job went past."""
+        self.log(Event(self.clock.now, "operator", What.DELETES_POD, target=pod, reason=cause.value))
+        limit = isinstance(cause, RunPolicyLimit)
+        self.kubelet.terminate(pod, f"operator: past RunPolicy.{cause.value}" if limit else "operator cleanup")
 
-    def _job_terminal(self, condition: JobCondition, why: str) -> None:
+    def _job_terminal(self, condition: JobCondition, why: str, message: str) -> None:
         self.terminal_at = self.clock.now
         self.log(Event(self.clock.now, "operator", What.JOB_TERMINAL, condition=condition.value, reason=why))
-        self.propeller.job_terminal(condition)
+        self.propeller.job_terminal(condition, message)
 
     def _done(self) -> bool:
         observation = self.propeller.observation

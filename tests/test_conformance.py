@@ -120,6 +120,32 @@ def test_a_non_elastic_job_s_master_reports_its_error_in_error_pb_with_no_worker
     assert [file.pod for file in attempt.files if file.name == "error.pb"] == ["train-worker-0"]
 
 
+def test_a_real_job_past_its_deadline_fails_at_a_pod_s_exit_deleting_the_pod_still_training(tmp_path):
+    """training-operator v1.8.0 `common/job.go` `ReconcileJobs`: past `ActiveDeadlineSeconds`, the reconcile that pod
+    b's exit wakes (nothing reconciles at the deadline itself: the reconciler's `FakeWorkQueue`) deletes every pod,
+    CleanPodPolicy None notwithstanding, and fails the job. The real pod a gets the operator's SIGTERM while its
+    agent handles its peer's death, and propeller reads no file: the Failed condition's message is the error."""
+    from aggregation.scenario import parse_scenario_source
+
+    text = """
+    plugin: RECOVERABLE
+    job { pods: "train-worker-0" pods: "train-worker-1" nproc_per_node: 1 monitor_interval_seconds: 1
+          active_deadline_seconds: 10 }
+    task { retries: 0 training_seconds: 30 }
+    propeller { error_aggregation: true observation_delay_seconds: 1 }
+    attempts { events { at_seconds: 12 pod: "train-worker-1" preemption {} } }
+    """
+    real = conforming_local_run(parse_scenario_source(text, "deadline.textproto").spec(), tmp_path / "run")
+    [attempt] = real.attempts
+    assert (attempt.job_condition, attempt.error.code) == ("Failed", "DownstreamSystemError")
+    assert attempt.error.message.endswith("Job train has failed because it was active longer than specified deadline")
+    exited = next(e.at_seconds for e in attempt.timeline if e.kind == "exit" and e.pod == "train-worker-1")
+    [deletion] = [e for e in attempt.timeline if e.kind == "deletes_pod"]
+    assert (deletion.pod, deletion.reason) == ("train-worker-0", "ActiveDeadlineSeconds")
+    assert deletion.at_seconds == pytest.approx(exited, abs=0.1)  # the reconcile the exit woke, on a wall clock
+    assert any(e.kind == "sigterm" and e.pod == "train-worker-0" for e in attempt.timeline)
+
+
 @pytest.mark.slow
 def test_aggregation_off_a_preemption_retries(real_runs):
     """Flyte's default reader (the single error.pb, last writer wins): the survivor's consequence yields to

@@ -199,6 +199,24 @@ def test_a_claim_broken_on_every_path_fails_everywhere_and_says_so() -> None:
     assert json.loads(as_json.stdout)["fails_everywhere"] is True
 
 
+def test_an_active_deadline_is_proved_against_where_the_job_really_ends(tmp_path) -> None:
+    """training-operator v1.8.0 `common/job.go` `ReconcileJobs`: past `ActiveDeadlineSeconds` (`PastActiveDeadline`,
+    >=) the reconcile that the pods' exits wake fails the job. The agents see their workers finish at a monitor
+    poll (every 5 s from 2 s) and exit 0.75 s later: training that ends after the poll at 92.4 s exits at 100.15 s,
+    past a 100 s deadline, and the node fails for good; up to 92 s it succeeds. Every witness replays."""
+    path = tmp_path / "deadline.textproto"
+    path.write_text(
+        'plugin: RECOVERABLE job { pods: "a" pods: "b" active_deadline_seconds: 100 } '
+        "task { retries: 1 training_seconds: 100 } propeller { observation_delay_seconds: 10 }"
+    )
+    proof = _proof(str(path), "phase=SUCCEEDED", ["task.training_seconds=90..100"], "recoverable", False)
+    assert proof.verdict == P.COUNTEREXAMPLE
+    assert [c for condition in proof.conditions for c in condition] == ["training_seconds > 92"]
+    for result in proof.paths:
+        assert proof.replay(result).final_phase.value == result.behaviour.final_phase
+    assert {p.behaviour.final_phase for p in proof.counterexamples} == {"FAILED_PERMANENTLY"}
+
+
 def test_a_budget_that_runs_out_is_unknown_never_proved() -> None:
     proof = _proof(PREEMPTION, "retries", SEED_BOX, "recoverable", True, max_paths=3)
     assert proof.verdict == P.UNKNOWN and "budget" in proof.reason and len(proof.paths) == 3
@@ -323,6 +341,19 @@ EXACTNESS_CASES = [
         True,
     ),
 ]
+EXACTNESS_CASES.append(
+    (
+        "training_outlives_the_deadline",
+        "phase=SUCCEEDED_SILENTLY",  # upstream: silent only if its preempted pod exits before the deadline
+        (
+            "attempts[0].events[1].at_seconds=95..105",  # the preemption either side of the 100 s deadline
+            "task.training_seconds=105..115",
+            "propeller.observation_delay_seconds=0..10",
+        ),
+        "upstream",
+        True,
+    )
+)
 _PROOFS: dict = {}
 
 
@@ -355,6 +386,12 @@ def test_every_witness_replayed_on_plain_floats_does_what_its_path_recorded(case
     assert inside >= 3
 
 
+def _in_box(interval: P.Interval, value: float) -> Fraction:
+    """A float drawn between the floats of the box's ends, as a point of the box: the float nearest a decimal end can
+    lie just outside it (0.009 is 0.00899999...), where no path of the box need hold."""
+    return min(max(Fraction(value), interval.low), interval.high)
+
+
 @pytest.mark.parametrize("case", EXACTNESS_CASES, ids=lambda c: f"{c[0]}-{c[3]}-{c[4]}")
 def test_random_points_fall_in_exactly_one_path_that_the_plain_simulator_agrees_with(case) -> None:
     proof = _cached(case)
@@ -366,7 +403,7 @@ def test_random_points_fall_in_exactly_one_path_that_the_plain_simulator_agrees_
         st.tuples(*(st.sampled_from(c.values) for c in proof.choices)),
     )
     def check(values, chosen) -> None:
-        point = {i.field: Fraction(v) for i, v in zip(intervals, values)}
+        point = {i.field: _in_box(i, v) for i, v in zip(intervals, values)}
         choices = tuple((c.field, v) for c, v in zip(proof.choices, chosen))
         covering = [p for p in proof.paths if p.choices == choices and all(holds(c, point) for c in p.constraints)]
         assert len(covering) == 1, f"{len(covering)} paths cover {P.point_text(point)}"
@@ -484,7 +521,7 @@ def test_generated_scenarios_and_boxes_are_proved_exactly(data) -> None:
             behaviour = P.behaviour_of(proof.replay(path))
             assert behaviour == path.behaviour or _within_rounding_of(proof, path.choices, path.witness, behaviour)
     for _ in range(10):
-        point = {i.field: Fraction(data.draw(st.floats(float(i.low), float(i.high)))) for i in proof.intervals}
+        point = {i.field: _in_box(i, data.draw(st.floats(float(i.low), float(i.high)))) for i in proof.intervals}
         choices = tuple((c.field, data.draw(st.sampled_from(c.values))) for c in proof.choices)
         covering = [p for p in proof.paths if p.choices == choices and all(holds(c, point) for c in p.constraints)]
         assert len(covering) == 1, f"{len(covering)} paths cover {P.point_text(point)}"

@@ -23,7 +23,10 @@ from hypothesis import strategies as st
 
 from aggregation import defaults
 from aggregation.cli import main
+from aggregation.engine import Clock
 from aggregation.explore import Variation, default_variations, outcome_of, sweep
+from aggregation.kinds import CleanPodPolicy
+from aggregation.operator import TrainingOperator, UndecidedVerdict
 from aggregation.record import execution_to_json
 from aggregation.report import sweep_to_json
 from aggregation.scenario import ScenarioError, load_scenario, parse_scenario, read_scenario
@@ -128,6 +131,12 @@ EXPECTED = {
         "upstream": ("RETRIED_THEN_SUCCEEDED", 2, "DownstreamSystemError"),
         "seed-pr": ("RETRIED_THEN_SUCCEEDED", 2, "DownstreamSystemError"),
         "recoverable": ("RETRIED_THEN_SUCCEEDED", 2, "DownstreamSystemError"),
+    },
+    # RunPolicy.ActiveDeadlineSeconds: nothing happens at the deadline; the pods' successful exits fail the job
+    "training_outlives_the_deadline": {
+        "upstream": ("SUCCEEDED_SILENTLY", 1, None),  # the preemption's silent success comes before the deadline
+        "seed-pr": ("FAILED_PERMANENTLY", 3, "USER:Recoverable"),  # each retry fails at its end, past the deadline
+        "recoverable": ("FAILED_PERMANENTLY", 3, "USER:Recoverable"),
     },
     "rounds_keep_failing": {
         "upstream": ("SUCCEEDED_SILENTLY", 1, None),
@@ -372,6 +381,148 @@ def test_a_deletion_mark_does_not_undo_a_terminal_job_or_count_an_exited_pod():
     # 0 at 30.78): it counts as failed, and no second SIGTERM is sent
     assert (attempt.job_condition, attempt.job_terminal_at) == ("Failed", pytest.approx(30.01))
     assert [e.what for e in attempt.timeline].count(What.SIGTERM) == 1
+
+
+# --- the RunPolicy's limits (training-operator v1.8.0 `pkg/controller.v1/common/job.go` `ReconcileJobs`) ------------
+
+DEADLINE_PASSED = "Job t has failed because it was active longer than specified deadline"
+
+
+def test_a_job_past_its_active_deadline_fails_at_its_pods_next_change_even_a_success():
+    """`ReconcileJobs` checks `PastActiveDeadline` (`pkg/core/job.go`: now - StartTime >= ActiveDeadlineSeconds) before
+    any replica status; past it, `DeletePodsAndServices` and a Failed condition. The requeue `UpdateJobStatus` asks for
+    at the deadline (`WorkQueue.AddAfter`) goes to the reconciler's `FakeWorkQueue` (`pytorchjob_controller.go`
+    `NewReconciler`), a no-op: nothing reconciles at the deadline, the job trains on, and the reconcile its pods'
+    successful exits wake fails it. flyteplugins v1.16.8 `common_operator.go` `GetPhaseInfo` quotes the condition in a
+    retryable DownstreamSystemError, and every attempt goes the same way until the retries run out."""
+    execution = simulate(scenario(job="active_deadline_seconds: 50"))
+    assert (execution.final_phase.value, len(execution.attempts)) == ("FAILED_PERMANENTLY", 2)
+    for attempt in execution.attempts:
+        assert {code for code, _ in attempt.exits.values()} == {0}
+        last_exit = max(at for _, at in attempt.exits.values())
+        assert last_exit > 100  # training ran to its end, far past the deadline
+        assert (attempt.job_condition, attempt.job_terminal_at) == ("Failed", pytest.approx(last_exit))
+        assert attempt.outcome.error.code == "DownstreamSystemError"
+        assert attempt.outcome.error.message == f"Job failed:\n\tPyTorchJobFailed - {DEADLINE_PASSED}"
+    assert simulate(scenario(job="active_deadline_seconds: 200")).final_phase.value == "SUCCEEDED"
+    assert simulate(scenario(job="active_deadline_seconds: 0")).final_phase.value == "SUCCEEDED"  # 0: unset
+
+
+@pytest.mark.parametrize(
+    "deadline, message",
+    [(30, DEADLINE_PASSED), (31, "PyTorchJob t is failed because 1 Worker replica(s) failed.")],
+)
+def test_the_deadline_holds_at_a_reconcile_at_or_after_it(deadline, message):
+    """`PastActiveDeadline`: `duration >= allowedDuration`, so a reconcile at the deadline itself is past it (pod b's
+    deletion mark wakes one at 30 s). Before it, `UpdateJobStatus` fails the job with its own message, which counts
+    the failed replicas of the type (`pytorchjob_controller.go`)."""
+    events = 'events { at_seconds: 30 pod: "b" preemption { pod_deleted: true } }'
+    attempt = simulate(scenario(events, job=f"active_deadline_seconds: {deadline}")).attempts[0]
+    assert (attempt.job_condition, attempt.job_terminal_at) == ("Failed", pytest.approx(30))
+    assert attempt.outcome.error.message == f"Job failed:\n\tPyTorchJobFailed - {message}"
+
+
+def test_past_the_deadline_every_pod_is_deleted_whatever_the_clean_pod_policy():
+    """`ReconcileJobs` calls `DeletePodsAndServices` before it sets Failed, so the CleanPodPolicy (None, the default)
+    spares nothing: pod a, still training when pod b's exit wakes the reconcile, is deleted (SIGTERM) at once.
+    Without the deadline the elastic job succeeds at b's exit and a trains on."""
+    events = 'events { at_seconds: 30 pod: "b" preemption {} }'
+    attempt = simulate(scenario(events, job="active_deadline_seconds: 20")).attempts[0]
+    b_exit = attempt.exits["b"][1]
+    assert (attempt.job_condition, attempt.job_terminal_at) == ("Failed", pytest.approx(b_exit))
+    [deletion] = [e for e in attempt.timeline if e.what is What.DELETES_POD]
+    assert (deletion.target, deletion.reason, deletion.at) == ("a", "ActiveDeadlineSeconds", pytest.approx(b_exit))
+    sigterms = [e for e in attempt.timeline if e.what is What.SIGTERM and e.target == "a"]
+    assert [e.reason for e in sigterms] == ["operator: past RunPolicy.ActiveDeadlineSeconds"]
+    assert "past RunPolicy.ActiveDeadlineSeconds: deletes a" in deletion.describe()
+    plain = simulate(scenario(events)).attempts[0]
+    assert plain.job_condition == "Succeeded" and not any(e.what is What.DELETES_POD for e in plain.timeline)
+
+
+def _operator(elastic: bool, backoff_limit=None):
+    """The operator on its own clock, recording its deletions and its terminal condition."""
+    clock, deleted, terminal = Clock(), [], []
+    operator = TrainingOperator(
+        elastic,
+        ("a", "b"),
+        CleanPodPolicy.NONE,
+        lambda pod, cause: deleted.append((pod, cause.value)),
+        lambda condition, why, message: terminal.append((condition.value, message)),
+        clock,
+        job_name="j",
+        backoff_limit=backoff_limit,
+    )
+    return clock, operator, deleted, terminal
+
+
+BACKOFF = "PyTorchJobFailed - Job j has failed because it has reached the specified backoff limit"
+
+
+@pytest.mark.parametrize("elastic", [True, False])
+@pytest.mark.parametrize("limit", [-1, None, 1])
+def test_a_negative_backoff_limit_fails_the_job_at_its_first_failed_pod_before_the_statuses(elastic, limit):
+    """`ReconcileJobs`: `exceedsBackoffLimit` = a new pod in phase Failed, not every pod active, and
+    `NumRequeues + 1 > BackoffLimit`; the `FakeWorkQueue` counts no requeue, so only a negative limit (flyteplugins
+    `ParseRunPolicy` leaves 0 unset) is exceeded. It is checked before `UpdateJobStatus`: a pod's success in the same
+    reconcile (pod a, the Master when not elastic) no longer counts, which decides even the non-elastic case that Go's
+    map order leaves open. A pod still running is deleted first, whatever CleanPodPolicy says."""
+    clock, operator, deleted, terminal = _operator(elastic, limit)
+    clock.at(5, lambda: (operator.pod_exited("a", 0), operator.pod_exited("b", 137)))
+    if limit != -1 and not elastic:
+        with pytest.raises(UndecidedVerdict):
+            clock.run(lambda: False)
+        return
+    clock.run(lambda: False)
+    assert terminal == [("Failed", BACKOFF) if limit == -1 else ("Succeeded", "")]
+    assert deleted == []  # both pods had exited
+    clock, operator, deleted, terminal = _operator(elastic, limit)
+    clock.at(5, lambda: operator.pod_exited("a", 1))
+    clock.run(lambda: False)
+    if limit == -1:
+        assert (terminal, deleted) == ([("Failed", BACKOFF)], [("b", "BackoffLimit")])
+    else:
+        assert terminal[0][1].endswith("1 Master replica(s) failed." if not elastic else "1 Worker replica(s) failed.")
+        assert deleted == []
+
+
+def test_a_negative_backoff_limit_counts_a_pod_in_phase_failed_not_one_being_deleted():
+    """`exceedsBackoffLimit` counts pods in phase Failed (`FilterPodCount(pods, PodFailed)`); a running pod with a
+    deletion mark is failed only in `UpdateJobReplicaStatuses`, after the limits: `UpdateJobStatus`' own message."""
+    clock, operator, deleted, terminal = _operator(True, -1)
+    clock.at(5, lambda: operator.pod_deleted("b"))
+    clock.run(lambda: False)
+    assert terminal == [("Failed", "PyTorchJobFailed - PyTorchJob j is failed because 1 Worker replica(s) failed.")]
+
+
+def test_the_failed_condition_s_message_counts_the_failed_replicas_of_its_type():
+    """`UpdateJobStatus` (RestartPolicy Never): "PyTorchJob <name> is failed because <n> <type> replica(s) failed.",
+    n counting pods in phase Failed and running pods being deleted; a non-elastic job's Master is its own type."""
+    clock, operator, _, terminal = _operator(True)
+    clock.at(5, lambda: (operator.pod_exited("a", 137), operator.pod_deleted("b")))
+    clock.run(lambda: False)
+    assert terminal == [("Failed", "PyTorchJobFailed - PyTorchJob j is failed because 2 Worker replica(s) failed.")]
+    clock, operator, _, terminal = _operator(False)
+    clock.at(5, lambda: operator.pod_exited("a", 137))
+    clock.run(lambda: False)
+    assert terminal == [("Failed", "PyTorchJobFailed - PyTorchJob j is failed because 1 Master replica(s) failed.")]
+
+
+def test_the_job_is_named_as_the_operator_named_its_pods():
+    """training-operator `pkg/core/utils.go` `GenGeneralName`: pods are `<job>-<replica type>-<index>`, so the job
+    the messages name is what precedes `-worker-<i>` (or `-master-<i>`); pods named otherwise: the scenario's name."""
+    assert scenario(job="").job_name == "t"
+    named = parse_scenario(scenario_text().replace('"a"', '"run-7-worker-0"').replace('"b"', '"run-7-worker-1"'))
+    assert named.job_name == "run-7"
+
+
+@pytest.mark.parametrize("text, problem", [("active_deadline_seconds: -5", "must be > 0 (0 leaves it unset)")])
+def test_a_negative_deadline_is_refused_in_one_line(tmp_path, text, problem):
+    path = tmp_path / "bad.textproto"
+    path.write_text(scenario_text(job=text))
+    result = subprocess.run([AGGSIM, "simulate", str(path)], capture_output=True, text=True)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert "job.active_deadline_seconds" in line and problem in line and "bad.textproto" in line
 
 
 def test_clean_pod_policy_running_sigterms_the_rest():
