@@ -156,10 +156,8 @@ class TrainingOperator:
             )
         else:
             return False
-        for pod in self.pods:
-            if pod not in self.exited:
-                self.delete_pod(pod, limit_passed)
-        self._terminal(JobCondition.FAILED, why, f"{FAILED_REASON} - {message}", clean_up=False)
+        self._delete_running(limit_passed)
+        self._fail(why, message, clean_up=False)
         return True
 
     def _failed(self, failed: list[str]) -> None:
@@ -175,7 +173,7 @@ class TrainingOperator:
             replicas = len(failed)
             message = f"PyTorchJob {name} is failed because {replicas} Worker replica(s) failed."
             why = self._failed_reason(failed[0])
-        self._terminal(JobCondition.FAILED, why, f"{FAILED_REASON} - {message}")
+        self._fail(why, message)
 
     def _failed_reason(self, pod: str) -> str:
         if pod in self.exited:
@@ -183,12 +181,16 @@ class TrainingOperator:
         why = "a running pod with a deletion timestamp counts as failed (RestartPolicy Never)"
         return f"pod {pod} is being deleted: {why}"
 
+    def _fail(self, why: str, message: str, clean_up: bool = True) -> None:
+        """The Failed condition with the operator's message, under its Reason (`util.NewReason`)."""
+        self._terminal(JobCondition.FAILED, why, f"{FAILED_REASON} - {message}", clean_up)
+
     def _terminal(self, condition: JobCondition, why: str, message: str = "", clean_up: bool = True) -> None:
         """The job's terminal condition, with its `Reason - Message` as flyteplugins' `GetPhaseInfo` quotes it."""
         self.condition = condition
         self.on_terminal(condition, why, message)
         if clean_up and self.clean_pod_policy is not CleanPodPolicy.NONE:
-            self._after(self.cleanup_delay, self._clean_up)
+            self._after(self.cleanup_delay, lambda: self._delete_running(self.clean_pod_policy))
 
     def _after(self, delay: float, action: Callable[[], None]) -> None:
         """`action` after `delay`; with none, now, within the step that caused it (as the model always did)."""
@@ -197,9 +199,9 @@ class TrainingOperator:
         else:
             action()
 
-    def _clean_up(self) -> None:
-        """CleanPodPolicy's deletions, of the pods the operator believes running (a pod that exited unheard is
-        deleted too: the kubelet has nothing left to stop)."""
+    def _delete_running(self, cause: CleanPodPolicy | RunPolicyLimit) -> None:
+        """Deletes the pods the operator believes running, for CleanPodPolicy's cleanup or a RunPolicy limit (a pod
+        that exited unheard is deleted too: the kubelet has nothing left to stop)."""
         for pod in self.pods:
             if pod not in self.exited:
-                self.delete_pod(pod, self.clean_pod_policy)
+                self.delete_pod(pod, cause)
