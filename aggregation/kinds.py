@@ -36,6 +36,8 @@ class JobCondition(NamedEnum):
     RESTARTING = "Restarting"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
+    # not a condition: propeller's Get finds no job (deleted by its TTLSecondsAfterFinished before the round looked)
+    DELETED = "Deleted"
 
 
 class CleanPodPolicy(NamedEnum):

@@ -18,6 +18,14 @@ finished, so whatever CleanPodPolicy says) and fails the job. The deadline count
 attempt's time 0, and is looked at only when something wakes a reconcile: in v1.8.0 the PyTorchJob reconciler's
 work queue is a `FakeWorkQueue`, so the `AddAfter` that `UpdateJobStatus` asks for at the deadline never fires.
 
+Once the job is finished, the RunPolicy's TTLSecondsAfterFinished (`job.ttl_seconds_after_finished`) has the operator
+delete the job itself (`CleanupJob`): at the first reconcile at or past its CompletionTime, read back in whole seconds,
+plus the TTL. The reconcile that finishes the job cannot (`Reconcile` looks at the status it fetched, still running);
+the one its status update wakes (`job.cleanup_seconds` later) deletes it or asks for a requeue at the expiry
+(`DurationUntilExpireTime` -> `RequeueAfter`, a real requeue, unlike `AddAfter`). Past a RunPolicy limit, the reconcile
+that fails the job runs `CleanupJob` with the CompletionTime it has just set (not yet truncated), so a negative TTL
+deletes the job there, before its Failed condition is written.
+
 The cluster's latencies are the scenario's (`job.pod_status_seconds`, `job.cleanup_seconds`; 0 by default: the
 operator hears and cleans up at once). The same operator runs simulated and real jobs: it only hears of pod exits
 and deletions, and asks for deletions.
@@ -25,6 +33,7 @@ and deletions, and asks for deletions.
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional
 
 from aggregation.engine import Clock
@@ -54,6 +63,8 @@ class TrainingOperator:
         job_name: str = "",
         active_deadline: Optional[int] = None,
         backoff_limit: Optional[int] = None,
+        ttl_after_finished: Optional[int] = None,
+        delete_job: Optional[Callable[[str], None]] = None,
     ) -> None:
         self.elastic = elastic
         self.pods = pods
@@ -67,6 +78,9 @@ class TrainingOperator:
         self.job_name = job_name
         self.active_deadline = active_deadline  # seconds from the job's start (the attempt's 0); None: unset
         self.backoff_limit = backoff_limit  # None: unset
+        self.ttl_after_finished = ttl_after_finished  # None: unset
+        self.delete_job = delete_job  # deletes the PyTorchJob object, saying why
+        self.job_deleted = False
         self.exited: dict[str, int] = {}  # the pods whose exit the operator has heard of, with their exit codes
         self.deleting: list[str] = []  # running pods with a deletion mark, in the order they were marked
         self.condition: Optional[JobCondition] = None
@@ -157,6 +171,12 @@ class TrainingOperator:
         else:
             return False
         self._delete_running(limit_passed)
+        ttl = self.ttl_after_finished
+        if ttl is not None and ttl < 0:
+            # `CleanupJob` in this reconcile, with the CompletionTime it has just set (now, to the nanosecond): a
+            # negative TTL has expired already, so the job is deleted before its status is written
+            self._delete_job(f"RunPolicy.TTLSecondsAfterFinished {ttl} s: expired as it fails past {limit_passed}")
+            why += "; the condition is never written: the job is deleted first"
         self._fail(why, message, clean_up=False)
         return True
 
@@ -189,8 +209,34 @@ class TrainingOperator:
         """The job's terminal condition, with its `Reason - Message` as flyteplugins' `GetPhaseInfo` quotes it."""
         self.condition = condition
         self.on_terminal(condition, why, message)
+        if (clean_up and self.clean_pod_policy is not CleanPodPolicy.NONE) or self.ttl_after_finished is not None:
+            completed_at = self.clock.now
+            self._after(self.cleanup_delay, lambda: self._finished_reconcile(clean_up, completed_at))
+
+    def _finished_reconcile(self, clean_up: bool, completed_at: float) -> None:
+        """The reconcile the terminal status update wakes: `ReconcileJobs` on a finished job -> `CleanUpResources`
+        (CleanPodPolicy's deletions, done already on a RunPolicy limit's path) -> `CleanupJob` (the TTL)."""
         if clean_up and self.clean_pod_policy is not CleanPodPolicy.NONE:
-            self._after(self.cleanup_delay, lambda: self._delete_running(self.clean_pod_policy))
+            self._delete_running(self.clean_pod_policy)
+        ttl = self.ttl_after_finished
+        if ttl is None or self.job_deleted:
+            return
+        # CompletionTime as this reconcile reads it: the API server keeps whole seconds, and the model's 0 is one
+        expires = math.floor(completed_at) + ttl
+        why = f"RunPolicy.TTLSecondsAfterFinished {ttl} s after its CompletionTime {math.floor(completed_at)} s"
+        if self.clock.now >= expires:
+            # `currentTime.After(expireTime)`: a reconcile's time.Now() is a little past the moment the model places it
+            self._delete_job(f"{why}: expired by this reconcile")
+        else:
+            # `CleanupJob` asks the no-op work queue (`AddAfter`); `Reconcile` then requeues for real at the expiry
+            self.clock.at(expires, lambda: self._delete_job(f"{why}: the requeue at its expiry"))
+
+    def _delete_job(self, why: str) -> None:
+        """`CleanupJob` -> `DeleteJob`: the PyTorchJob object is gone (no finalizer holds it: flyteplugins injects none
+        by default)."""
+        if not self.job_deleted:
+            self.job_deleted = True
+            self.delete_job(why)
 
     def _after(self, delay: float, action: Callable[[], None]) -> None:
         """`action` after `delay`; with none, now, within the step that caused it (as the model always did)."""

@@ -150,6 +150,20 @@ def task_outcome(
     return TaskOutcome(TaskPhase.SUCCEEDED, reason="no error file and no outputs declared: succeeds silently")
 
 
+def job_not_found(namespace: str, name: str) -> TaskOutcome:
+    """The round's Get finds no PyTorchJob (`plugin_manager.go` `checkResourcePhase`: `isK8sObjectNotExists` ->
+    `PhaseInfoSystemRetryableFailure("ResourceDeletedExternally", ...)`): a SYSTEM error, whatever condition the job
+    had, and no file is read. The reason quotes the API server's NotFound (propeller's client falls back to it when
+    its informer cache has no such object)."""
+    error = ObservedError(
+        code="ResourceDeletedExternally",
+        message=f'resource not found, name [{namespace}/{name}]. reason: pytorchjobs.kubeflow.org "{name}" not found',
+        kind="SYSTEM",
+        recoverable=True,
+    )
+    return TaskOutcome(TaskPhase.RETRYABLE_FAILURE, error, "the job is gone (NotFound): propeller reads no error file")
+
+
 def max_attempts_for(retries: int, config: PropellerConfig) -> int:
     """`retries: N` compiles to MinAttempts = N + 1 (`compiler/transformers/k8s/utils.go`); 1 keeps the default."""
     min_attempts = retries + 1

@@ -37,6 +37,7 @@ from aggregation.propeller import (
     PropellerConfig,
     TaskOutcome,
     TaskPhase,
+    job_not_found,
     node_decision,
     task_outcome,
 )
@@ -95,6 +96,7 @@ class PropellerActor:
         self.unchanged_until = unchanged_until or (lambda: self.clock.now)
         self.last_round_error: Optional[str] = None
         self.condition_message = ""  # the terminal condition's `Reason - Message`
+        self.job_found = True  # False once the operator deleted the PyTorchJob (TTLSecondsAfterFinished)
         self.observation: Optional[Observation] = None
         #: the terminal condition whose rounds fail for ever (the count can never exceed max-workflow-retries)
         self.retries_for_ever: Optional[JobCondition] = None
@@ -104,6 +106,10 @@ class PropellerActor:
         self.condition_message = message
         self._next_round(condition, self.spec.observation_delay)
 
+    def job_deleted(self) -> None:
+        """The PyTorchJob is gone: every round from now on gets NotFound from its Get."""
+        self.job_found = False
+
     def _next_round(self, condition: JobCondition, after: float) -> None:
         self.clock.at(self.clock.now + after, lambda: self.round(condition), late=True)
 
@@ -111,6 +117,12 @@ class PropellerActor:
         spec = self.spec
         if self.failed_rounds > self.config.workflow_retry_limit:
             self._abort(condition)
+            return
+        if not self.job_found:
+            # checkResourcePhase: the Get comes before anything else in the round, so no condition and no file counts
+            outcome = job_not_found(spec.namespace, spec.job_name)
+            decision = node_decision(outcome, spec.retries, self.state, self.config)
+            self._decided(JobCondition.DELETED, (), None, outcome, decision)
             return
         if condition is not JobCondition.SUCCEEDED:
             # GetPhaseInfo maps Failed to a retryable DownstreamSystemError; no file is read

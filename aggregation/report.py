@@ -95,6 +95,9 @@ def verdict_lines(attempt: AttemptResult) -> list[Text]:
         won = literal(f"propeller: {attempt.failed_rounds} failed rounds, more than max-workflow-retries: aborted")
     elif attempt.job_condition == "Running":
         won = Text("propeller: the job never ends, nothing is read")
+    elif attempt.job_condition == "Deleted":
+        error = attempt.outcome.error
+        won = literal(f"propeller: no job found, no error file read ({error.code}, SYSTEM, retryable): {error.message}")
     elif attempt.outcome.phase.value == "RUNNING":  # the job ended, but its rounds fail for ever
         won = literal(f"propeller: {attempt.outcome.reason}")
     else:

@@ -24,7 +24,7 @@ class AttemptResult:
     timeline: tuple[Event, ...]
     uploads: tuple[Upload, ...]
     exits: dict[str, tuple[int, float]]  # pod -> (exit code, when)
-    job_condition: str  # "Succeeded" | "Failed" | "Running" (never terminal)
+    job_condition: str  # what propeller found: "Succeeded" | "Failed" | "Deleted" (no job) | "Running" (never terminal)
     job_terminal_at: Optional[float]
     observed_at: Optional[float]
     seen: tuple[Upload, ...]  # what propeller's observing round found in the prefix

@@ -79,6 +79,8 @@ class SimEvent:
 
 #: a pod named by the training operator: `<job>-worker-<index>` or `<job>-master-<index>`
 _GENERATED_POD_NAME = re.compile(r"^(.+)-(?:worker|master)-\d+$")
+#: a Kubernetes namespace name: an RFC 1123 DNS label
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,8 @@ class ScenarioSpec:
     cleanup_delay: float = defaults.CLEANUP_SECONDS  # the job turns terminal -> the operator's CleanPodPolicy deletions
     active_deadline: Optional[int] = None  # RunPolicy.ActiveDeadlineSeconds, None when Flyte leaves it unset
     backoff_limit: Optional[int] = None  # RunPolicy.BackoffLimit, None when Flyte leaves it unset
+    ttl_after_finished: Optional[int] = None  # RunPolicy.TTLSecondsAfterFinished, None when Flyte leaves it unset
+    namespace: str = defaults.NAMESPACE
     timings: dict[str, PodTiming] = field(default_factory=dict)
     attempts: tuple[tuple[SimEvent, ...], ...] = ()
     seed: int = 0
@@ -460,6 +464,15 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
             "before its pods run, which the model does not play",
         )
     backoff_limit = job.backoff_limit or None
+    ttl_after_finished = job.ttl_seconds_after_finished or None
+    namespace = job.namespace or defaults.NAMESPACE
+    if not _NAMESPACE.match(namespace):
+        raise where.error(
+            where.line_of("namespace"),
+            "job.namespace",
+            f"{namespace!r} is not a Kubernetes namespace (a DNS label: at most 63 lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit)",
+        )
     for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
         first = timings.first_monitor_poll_seconds
         if timings.HasField("first_monitor_poll_seconds") and not 0 < first <= interval:
@@ -549,6 +562,8 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         cleanup_delay=cleanup,
         active_deadline=deadline,
         backoff_limit=backoff_limit,
+        ttl_after_finished=ttl_after_finished,
+        namespace=namespace,
         fork=job.start_method == pb.FORK,
         retries=message.task.retries,
         outputs_declared=message.task.outputs_declared,

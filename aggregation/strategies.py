@@ -10,8 +10,8 @@
         ...
 
 Every scenario drawn loads without a `ScenarioError`: job shapes (1-8 pods x 1-4 workers, elastic or with a
-master, spawn or fork, restarts, cleanup policy, grace period, the operator's latencies, the RunPolicy's deadline
-and backoff limit), the plugin, the aggregation flag, propeller's settings, pod timings (per-pod overrides, clock
+master, spawn or fork, restarts, cleanup policy, grace period, the operator's latencies, the RunPolicy's deadline,
+backoff limit and TTL), the plugin, the aggregation flag, propeller's settings, pod timings (per-pod overrides, clock
 offsets, the reaction to a peer's death) and up to `max_attempts` attempts of timed events of every kind.
 `playable=True` draws only what `aggsim run-local` plays for real (no storage faults, no signal aimed inside
 os.fork(), no seed-pr variant, no RunPolicy limit, a shape this machine runs in reasonable time, events after the
@@ -152,6 +152,9 @@ def scenarios(
         job.active_deadline_seconds = draw(st.integers(1, math.ceil(task.training_seconds) + 15))
     if not playable and draw(st.integers(0, 3)) == 0:
         job.backoff_limit = draw(st.sampled_from([-1, 1]))
+    # ...and its TTL after the finish, either side of propeller's look (negative: gone at the next reconcile)
+    if not playable and draw(st.integers(0, 3)) == 0:
+        job.ttl_seconds_after_finished = draw(st.integers(-2, 12))
 
     propeller = message.propeller
     propeller.error_aggregation = draw(st.booleans()) if aggregation is None else aggregation

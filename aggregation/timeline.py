@@ -13,6 +13,8 @@ from aggregation.propeller import NEVER_ABORTS
 
 #: the causes of a DELETES_POD that are RunPolicy limits, not a CleanPodPolicy
 _RUN_POLICY_LIMITS = frozenset(limit.value for limit in RunPolicyLimit)
+#: the cause of the garbage collector's DELETES_POD: the pod's owner, the PyTorchJob, is deleted
+OWNER_DELETED = "owner deleted"
 
 
 class What(NamedEnum):
@@ -40,7 +42,8 @@ class What(NamedEnum):
     UPLOAD = "upload"
     EXIT = "exit"
     JOB_TERMINAL = "job_terminal"
-    DELETES_POD = "deletes_pod"  # the operator's CleanPodPolicy, or a RunPolicy limit the job went past
+    DELETES_POD = "deletes_pod"  # the operator's CleanPodPolicy, a RunPolicy limit, or the garbage collector
+    DELETES_JOB = "deletes_job"  # the operator's TTLSecondsAfterFinished: the PyTorchJob object is gone
     OBSERVES = "observes"  # propeller's round that observes the terminal job
     ROUND_FAILED = "round_failed"  # the reader returned a Go error: the round fails, the next one retries
     ROUNDS_FAIL_ALIKE = "rounds_fail_alike"  # nothing can change what the next rounds read: they fail alike
@@ -55,7 +58,7 @@ class Event(NamedTuple):
     """A typed, immutable record (a NamedTuple: a simulation makes tens of them per attempt)."""
 
     at: float
-    actor: str  # a pod's name, "operator", "kubelet", "propeller" or "job"
+    actor: str  # a pod's name, "operator", "kubelet", "propeller", "api server", "garbage collector" or "job"
     what: What
     target: str = ""  # the pod an operator or kubelet action is aimed at
     reason: str = ""
@@ -141,8 +144,14 @@ class Event(NamedTuple):
         if what is w.DELETES_POD:
             if self.reason in _RUN_POLICY_LIMITS:
                 return f"past RunPolicy.{self.reason}: deletes {self.target}"
+            if self.reason == OWNER_DELETED:
+                return f"its owner, the PyTorchJob, is gone: deletes {self.target}"
             return f"CleanPodPolicy {self.reason}: deletes {self.target}"
+        if what is w.DELETES_JOB:
+            return f"deletes the PyTorchJob ({self.reason})"
         if what is w.OBSERVES:
+            if self.condition == "Deleted":
+                return "finds no job (NotFound: ResourceDeletedExternally); reads no file"
             if self.condition == "Succeeded":
                 return f"observes job {self.condition}; reads the {self.count} error file(s) uploaded by then"
             return f"observes job {self.condition}; reads no file"

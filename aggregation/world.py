@@ -32,7 +32,7 @@ from aggregation.propeller_actor import PropellerActor
 from aggregation.results import AttemptResult, winning_upload
 from aggregation.scenario import ScenarioSpec
 from aggregation.storage import OutputPrefix, UnavailablePrefix
-from aggregation.timeline import Event, What
+from aggregation.timeline import OWNER_DELETED, Event, What
 
 _EVENT_TIME = attrgetter("at")
 
@@ -165,6 +165,8 @@ class Attempt:
             spec.job_name,
             spec.active_deadline,
             spec.backoff_limit,
+            spec.ttl_after_finished,
+            self._delete_job,
         )
         self.propeller = PropellerActor(
             self.clock,
@@ -240,6 +242,16 @@ class Attempt:
         self.log(Event(self.clock.now, "operator", What.DELETES_POD, target=pod, reason=cause.value))
         limit = isinstance(cause, RunPolicyLimit)
         self.kubelet.terminate(pod, f"operator: past RunPolicy.{cause.value}" if limit else "operator cleanup")
+
+    def _delete_job(self, why: str) -> None:
+        """The operator deletes the PyTorchJob: propeller's rounds find no job from now on, and the garbage collector
+        deletes the pods it owns (background propagation, at once here), which stops the ones still running."""
+        now = self.clock.now
+        self.log(Event(now, "operator", What.DELETES_JOB, reason=why))
+        self.propeller.job_deleted()
+        for pod in self.running_pods():
+            self.log(Event(now, "garbage collector", What.DELETES_POD, target=pod, reason=OWNER_DELETED))
+            self.kubelet.terminate(pod, "garbage collector: its PyTorchJob is gone")
 
     def _job_terminal(self, condition: JobCondition, why: str, message: str) -> None:
         self.terminal_at = self.clock.now

@@ -146,6 +146,33 @@ def test_a_real_job_past_its_deadline_fails_at_a_pod_s_exit_deleting_the_pod_sti
     assert any(e.kind == "sigterm" and e.pod == "train-worker-0" for e in attempt.timeline)
 
 
+def test_a_real_job_deleted_by_its_ttl_before_propeller_looks_fails_on_the_system_budget(tmp_path):
+    """training-operator v1.8.0 `common/job.go` `CleanupJob`: with a 1 s TTL the job is deleted at the next whole
+    second after it finished, before propeller's round 1 s later; flyte v1.16.8 `plugin_manager.go`
+    `checkResourcePhase` finds no job: SYSTEM `ResourceDeletedExternally`, no file read, and with no system retry
+    left (max-node-retries-system-failures 0) the node fails. Real pods, on the wall clock."""
+    from flyteidl.core import execution_pb2
+
+    from aggregation.scenario import parse_scenario_source
+
+    text = """
+    plugin: RECOVERABLE
+    job { pods: "train-worker-0" pods: "train-worker-1" nproc_per_node: 1 monitor_interval_seconds: 1
+          ttl_seconds_after_finished: 1 }
+    task { retries: 2 training_seconds: 30 }
+    propeller { error_aggregation: true observation_delay_seconds: 1 max_node_retries_system_failures: 0 }
+    attempts { events { at_seconds: 12 pod: "train-worker-1" preemption {} } }
+    """
+    real = conforming_local_run(parse_scenario_source(text, "ttl.textproto").spec(), tmp_path / "run")
+    [attempt] = real.attempts
+    assert (attempt.job_condition, attempt.decision) == ("Deleted", "FAIL")
+    system = execution_pb2.ExecutionError.SYSTEM
+    assert (attempt.error.code, attempt.error.kind) == ("ResourceDeletedExternally", system)
+    [deletion] = [e for e in attempt.timeline if e.kind == "deletes_job"]
+    terminal = next(e.at_seconds for e in attempt.timeline if e.kind == "job_terminal")
+    assert terminal < deletion.at_seconds == pytest.approx(int(terminal) + 1, abs=0.1)  # a requeue, on a wall clock
+
+
 @pytest.mark.slow
 def test_aggregation_off_a_preemption_retries(real_runs):
     """Flyte's default reader (the single error.pb, last writer wins): the survivor's consequence yields to

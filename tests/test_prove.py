@@ -217,6 +217,29 @@ def test_an_active_deadline_is_proved_against_where_the_job_really_ends(tmp_path
     assert {p.behaviour.final_phase for p in proof.counterexamples} == {"FAILED_PERMANENTLY"}
 
 
+def test_a_ttl_is_proved_against_propeller_s_look_and_the_whole_second_completion_time(tmp_path) -> None:
+    """training-operator v1.8.0 `common/job.go` `CleanupJob`: the job is deleted once now is past its CompletionTime,
+    read back in whole seconds, plus the TTL. The job finishes at 104.45 s + `exit_seconds` (the agents' poll at
+    104.4 s, their workers gone 0.05 s later), so a 1 s TTL deletes it at the next whole second, and propeller's
+    round `observation_delay` after the finish (flyte `plugin_manager.go` `checkResourcePhase`) finds no job exactly
+    when that second has come: the boundary moves with the fraction, and flips at 105 s. Every witness replays."""
+    path = tmp_path / "ttl.textproto"
+    path.write_text(
+        'plugin: RECOVERABLE job { pods: "a" pods: "b" ttl_seconds_after_finished: 1 } '
+        "task { retries: 1 training_seconds: 100 } propeller { observation_delay_seconds: 10 }"
+    )
+    varies = ["propeller.observation_delay_seconds=0..2", "timings.exit_seconds=0.5..1.5"]
+    proof = _proof(str(path), "phase=SUCCEEDED", varies, "recoverable", False)
+    assert proof.verdict == P.COUNTEREXAMPLE
+    assert proof.conditions[0] == (
+        "observation_delay_seconds + exit_seconds > 1.55 and exit_seconds >= 0.55",
+        "or observation_delay_seconds + exit_seconds > 0.55 and exit_seconds < 0.55",
+    )
+    for result in proof.paths:
+        assert proof.replay(result).final_phase.value == result.behaviour.final_phase
+    assert {p.behaviour.final_code for p in proof.counterexamples} == {"RetriesExhausted|ResourceDeletedExternally"}
+
+
 def test_a_budget_that_runs_out_is_unknown_never_proved() -> None:
     proof = _proof(PREEMPTION, "retries", SEED_BOX, "recoverable", True, max_paths=3)
     assert proof.verdict == P.UNKNOWN and "budget" in proof.reason and len(proof.paths) == 3
@@ -349,6 +372,19 @@ EXACTNESS_CASES.append(
             "attempts[0].events[1].at_seconds=95..105",  # the preemption either side of the 100 s deadline
             "task.training_seconds=105..115",
             "propeller.observation_delay_seconds=0..10",
+        ),
+        "upstream",
+        True,
+    )
+)
+EXACTNESS_CASES.append(
+    (
+        "ttl_deletes_the_job_before_propeller_looks",
+        "phase=FAILED_PERMANENTLY",  # upstream: its silent success, found or not before the whole-second expiry
+        (
+            "attempts[0].events[1].at_seconds=30..31",
+            "propeller.observation_delay_seconds=0..2",
+            "timings.exit_seconds=0.5..1.5",
         ),
         "upstream",
         True,

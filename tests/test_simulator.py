@@ -138,6 +138,12 @@ EXPECTED = {
         "seed-pr": ("FAILED_PERMANENTLY", 3, "USER:Recoverable"),  # each retry fails at its end, past the deadline
         "recoverable": ("FAILED_PERMANENTLY", 3, "USER:Recoverable"),
     },
+    # RunPolicy.TTLSecondsAfterFinished: the job is gone before propeller looks, so every success is retried
+    "ttl_deletes_the_job_before_propeller_looks": {
+        "upstream": ("FAILED_PERMANENTLY", 4, "ResourceDeletedExternally"),
+        "seed-pr": ("FAILED_PERMANENTLY", 4, "ResourceDeletedExternally"),
+        "recoverable": ("FAILED_PERMANENTLY", 4, "ResourceDeletedExternally"),
+    },
     "rounds_keep_failing": {
         "upstream": ("SUCCEEDED_SILENTLY", 1, None),
         "seed-pr": ("FAILED_PERMANENTLY", 1, None),  # the workflow is aborted: no task error at all
@@ -523,6 +529,124 @@ def test_a_negative_deadline_is_refused_in_one_line(tmp_path, text, problem):
     assert result.returncode != 0 and "Traceback" not in result.stderr
     [line] = result.stderr.strip().splitlines()
     assert "job.active_deadline_seconds" in line and problem in line and "bad.textproto" in line
+
+
+# --- RunPolicy.TTLSecondsAfterFinished (training-operator v1.8.0 `common/job.go` `CleanupJob`) -----------------------
+
+NOT_FOUND = 'resource not found, name [flytesnacks-development/t]. reason: pytorchjobs.kubeflow.org "t" not found'
+
+
+def test_a_job_deleted_before_propeller_looks_is_retried_on_the_system_budget_though_it_succeeded():
+    """flyte v1.16.8 `plugin_manager.go` `checkResourcePhase`: the round's Get comes first, and NotFound is
+    `PhaseInfoSystemRetryableFailure("ResourceDeletedExternally", ...)`, whatever the job's condition was: no file is
+    read. `executor.go` `isEligibleForRetry` counts a SYSTEM error on max-node-retries-system-failures (3), not on the
+    task's retries (1 here): every attempt trains to its successful end, and the fourth fails the node."""
+    execution = simulate(scenario(job="ttl_seconds_after_finished: 5"))  # propeller looks 10 s after the finish
+    assert (execution.final_phase.value, len(execution.attempts)) == ("FAILED_PERMANENTLY", 4)
+    assert execution.final_code == "RetriesExhausted|ResourceDeletedExternally"
+    for attempt in execution.attempts:
+        assert {code for code, _ in attempt.exits.values()} == {0}
+        assert (attempt.job_condition, attempt.read) == ("Deleted", None)
+        error = attempt.outcome.error
+        assert (error.code, error.kind, error.message) == ("ResourceDeletedExternally", "SYSTEM", NOT_FOUND)
+        [deletion] = [e for e in attempt.timeline if e.what is What.DELETES_JOB]
+        assert deletion.at == math.floor(attempt.job_terminal_at) + 5
+    assert [a.decision.next_state.system_failures for a in execution.attempts] == [1, 2, 3, 3]
+    assert execution.attempts[-1].decision.message == f"[3/3] currentAttempt done. Last Error: SYSTEM::{NOT_FOUND}"
+    assert simulate(scenario(job="ttl_seconds_after_finished: 20")).final_phase.value == "SUCCEEDED"
+    assert simulate(scenario(job="ttl_seconds_after_finished: 0")).final_phase.value == "SUCCEEDED"  # 0: unset
+
+
+@pytest.mark.parametrize("delay, found", [(0.84, "Succeeded"), (0.85, "Deleted")])
+def test_the_ttl_counts_from_the_completion_time_in_whole_seconds(delay, found):
+    """`CleanupJob` deletes once now is after CompletionTime + TTL, and the CompletionTime it reads back is whole
+    seconds (the API server's `metav1.Time`): a job finished at 105.15 s with a 1 s TTL is gone at 106 s, 0.85 s
+    later. The requeue `Reconcile` asks for (`util.DurationUntilExpireTime` -> `RequeueAfter`) deletes it then, and a
+    round at that very moment finds no job."""
+    attempt = simulate(scenario(job="ttl_seconds_after_finished: 1", delay=delay)).attempts[0]
+    assert attempt.job_terminal_at == pytest.approx(105.15)
+    assert attempt.job_condition == found
+    deletions = [(e.at, e.reason) for e in attempt.timeline if e.what is What.DELETES_JOB]
+    if found == "Deleted":  # (the attempt's story ends at propeller's verdict, every pod having exited)
+        [(at, reason)] = deletions
+        assert at == 106 and "the requeue at its expiry" in reason
+
+
+@pytest.mark.parametrize("delay, found", [(2.99, "Succeeded"), (3, "Deleted")])
+def test_the_first_cleanup_is_the_reconcile_the_terminal_status_update_wakes(delay, found):
+    """The reconcile that finishes the job runs `DurationUntilExpireTime` on the status it fetched, still running: no
+    requeue. The job's own status update wakes the next one (`job.cleanup_seconds` later), the first to run
+    `CleanupJob`: past the expiry, it deletes the job there."""
+    attempt = simulate(scenario(job="ttl_seconds_after_finished: 1 cleanup_seconds: 3", delay=delay)).attempts[0]
+    assert attempt.job_condition == found
+    if found == "Deleted":
+        [deletion] = [e for e in attempt.timeline if e.what is What.DELETES_JOB]
+        assert deletion.at == pytest.approx(108.15) and "expired by this reconcile" in deletion.reason
+
+
+def test_the_garbage_collector_stops_the_pods_a_deleted_job_leaves_running():
+    """An elastic job succeeds at pod b's exit (30.78 s) while pod a still runs, and CleanPodPolicy None spares it. At
+    31 s the TTL deletes the job, and the garbage collector deletes the pods it owns: pod a's SIGTERM."""
+    events = 'events { at_seconds: 30 pod: "b" preemption {} }'
+    attempt = simulate(scenario(events, job="ttl_seconds_after_finished: 1")).attempts[0]
+    assert attempt.job_condition == "Deleted" and attempt.exits["a"][1] > 31
+    [gc] = [e for e in attempt.timeline if e.what is What.DELETES_POD]
+    assert (gc.actor, gc.target, gc.at) == ("garbage collector", "a", 31)
+    assert gc.describe() == "its owner, the PyTorchJob, is gone: deletes a"
+    [sigterm] = [e for e in attempt.timeline if e.what is What.SIGTERM and e.target == "a"]
+    assert (sigterm.at, sigterm.reason) == (31, "garbage collector: its PyTorchJob is gone")
+    plain = simulate(scenario(events)).attempts[0]
+    assert not any(e.what is What.SIGTERM and e.target == "a" for e in plain.timeline)
+
+
+def test_past_a_limit_a_negative_ttl_deletes_the_job_before_its_failed_condition_is_written():
+    """`ReconcileJobs`' limit path runs `CleanupJob` with the CompletionTime it has just set (now, not yet truncated),
+    before `UpdateJobStatusInApiServer`: with a negative TTL (the CRD sets no minimum) the job is deleted in that
+    reconcile, so propeller never sees the Failed condition, only NotFound. After any other finish, a negative TTL
+    deletes at the next reconcile."""
+    attempt = simulate(scenario(job="active_deadline_seconds: 50 ttl_seconds_after_finished: -1", delay=0)).attempts[0]
+    assert attempt.job_condition == "Deleted"
+    whats = [e.what for e in attempt.timeline if e.at == attempt.job_terminal_at and e.actor == "operator"]
+    assert whats == [What.DELETES_JOB, What.JOB_TERMINAL]
+    [terminal] = [e for e in attempt.timeline if e.what is What.JOB_TERMINAL]
+    assert terminal.reason.endswith("the condition is never written: the job is deleted first")
+    finished = simulate(scenario(job="ttl_seconds_after_finished: -1", delay=0)).attempts[0]
+    [deletion] = [e for e in finished.timeline if e.what is What.DELETES_JOB]
+    assert (finished.job_condition, deletion.at) == ("Deleted", finished.job_terminal_at)
+
+
+@pytest.mark.parametrize("ttl, deleted_at, why", [(1, 7.5, "expired by this reconcile"), (3, 8, "the requeue")])
+def test_the_operator_deletes_at_the_later_of_its_cleanup_reconcile_and_the_expiry(ttl, deleted_at, why):
+    """The operator on its own clock: a job finished at 5.5 s (CompletionTime 5 s), its status update's reconcile 2 s
+    later. `CleanupJob` there deletes a job whose expiry has passed (5 + 1 < 7.5); otherwise `Reconcile` requeues at
+    the expiry (5 + 3), which deletes it."""
+    clock, deleted = Clock(), []
+    operator = TrainingOperator(
+        True,
+        ("a", "b"),
+        CleanPodPolicy.NONE,
+        lambda pod, cause: None,
+        lambda condition, why, message: None,
+        clock,
+        cleanup_delay=2,
+        ttl_after_finished=ttl,
+        delete_job=lambda reason: deleted.append((clock.now, reason)),
+    )
+    clock.at(5.5, lambda: operator.pod_exited("a", 0))
+    clock.run(lambda: False)
+    [(at, reason)] = deleted
+    assert at == deleted_at and why in reason
+
+
+def test_the_namespace_propeller_names_is_the_scenario_s_and_a_bad_one_is_refused_in_one_line(tmp_path):
+    attempt = simulate(scenario(job='namespace: "ml-prod" ttl_seconds_after_finished: 1')).attempts[0]
+    assert "name [ml-prod/t]" in attempt.outcome.error.message
+    path = tmp_path / "bad.textproto"
+    path.write_text(scenario_text(job='namespace: "ML_prod"'))
+    result = subprocess.run([AGGSIM, "simulate", str(path)], capture_output=True, text=True)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert "job.namespace" in line and "not a Kubernetes namespace" in line and "bad.textproto" in line
 
 
 def test_clean_pod_policy_running_sigterms_the_rest():
