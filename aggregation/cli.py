@@ -532,10 +532,22 @@ def validate(targets, as_json, allow_empty, timeout) -> None:
             if report.ok:
                 click.echo(f"{report.path}: ok")
             for finding in report.findings:
-                click.echo(f"{report.path}: {finding.check}: {finding.message}")
+                click.echo(_finding_line(f"{report.path}: {finding.check}: {finding.message}"))
         if not reports:
             click.echo("no error files found" + ("" if allow_empty else " (pass --allow-empty if that is expected)"))
     sys.exit(0 if all(r.ok for r in reports) and (reports or allow_empty) else 1)
+
+
+def _finding_line(text: str) -> str:
+    """A finding as people read it: one line in a pipe (for grep and CI logs, as linters print), and at a terminal
+    wrapped to its width, the lines after the first indented. A path or word longer than a line is never cut."""
+    if not sys.stdout.isatty():
+        return text
+    import shutil
+    import textwrap
+
+    width = max(40, shutil.get_terminal_size().columns)
+    return textwrap.fill(text, width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
 
 
 def _validate_target(target: str, timeout: float):

@@ -190,6 +190,47 @@ def run_with_stderr_on_a_terminal(*args) -> tuple[str, str]:
     return out, err.decode(errors="replace")
 
 
+def run_with_stdout_on_a_terminal(*args, columns: int, cwd=None) -> str:
+    """Run aggsim with stdout on a pseudo-terminal `columns` wide (COLUMNS, which the terminal-size lookup honours)."""
+    import pty
+
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [AGGSIM, *args], stdout=terminal, stderr=subprocess.PIPE, env=columns_env(columns), text=True, cwd=cwd
+        )
+        os.close(terminal)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # the terminal closed: the process is gone
+                break
+            if not chunk:
+                break
+            out += chunk
+        process.communicate(timeout=120)
+    finally:
+        os.close(controller)
+    return out.decode(errors="replace").replace("\r\n", "\n")
+
+
+def test_validate_findings_fit_an_80_column_terminal_and_stay_one_line_each_in_a_pipe(tmp_path):
+    """At a terminal each finding wraps to its width under an indent; in a pipe it is one `path: check: message`
+    line, for grep and CI logs. Both say the same."""
+    prefix = tmp_path / "a-prefix-with-a-longish-name"
+    prefix.mkdir()
+    (prefix / "error-0d9e.pb").write_bytes(error_document_bytes(code="USER:Recoverable", recoverable=True))
+    (prefix / "error-77aa.pb").write_bytes(error_document_bytes(code="USER:X", recoverable=False, timestamp_ns=T0))
+    shown = run_with_stdout_on_a_terminal("validate", prefix.name, columns=80, cwd=tmp_path)
+    piped = subprocess.run([AGGSIM, "validate", prefix.name], capture_output=True, text=True, cwd=tmp_path)
+    findings = piped.stdout.splitlines()
+    assert piped.returncode == 1 and len(findings) >= 2 and all(line.startswith(prefix.name) for line in findings)
+    lines = shown.splitlines()
+    assert max(len(line) for line in lines) <= 80 and len(lines) > len(findings)
+    assert " ".join(shown.split()) == " ".join(piped.stdout.split())
+
+
 def test_a_long_sweep_shows_progress_on_a_terminal_but_never_in_json_or_a_pipe(tmp_path):
     out, err = run_with_stderr_on_a_terminal("sweep", "preemption_during_training")  # ~2,000 x 6 cases: > 1 s
     assignments = int(re.search(r"(\d+) assignments", out).group(1))
