@@ -171,11 +171,10 @@ class TrainingOperator:
         else:
             return False
         self._delete_running(limit_passed)
-        ttl = self.ttl_after_finished
-        if ttl is not None and ttl < 0:
-            # `CleanupJob` in this reconcile, with the CompletionTime it has just set (now, to the nanosecond): a
-            # negative TTL has expired already, so the job is deleted before its status is written
-            self._delete_job(f"RunPolicy.TTLSecondsAfterFinished {ttl} s: expired as it fails past {limit_passed}")
+        # `CleanupJob` in this reconcile, before the status is written, with the CompletionTime it has just set (now,
+        # to the nanosecond): only a negative TTL has expired, and its `AddAfter` otherwise goes to the no-op queue
+        self._cleanup_job(self.clock.now, requeue=False)
+        if self.job_deleted:
             why += "; the condition is never written: the job is deleted first"
         self._fail(why, message, clean_up=False)
         return True
@@ -218,17 +217,22 @@ class TrainingOperator:
         (CleanPodPolicy's deletions, done already on a RunPolicy limit's path) -> `CleanupJob` (the TTL)."""
         if clean_up and self.clean_pod_policy is not CleanPodPolicy.NONE:
             self._delete_running(self.clean_pod_policy)
+        # CompletionTime as this reconcile reads it: the API server keeps whole seconds, and the model's 0 is one
+        self._cleanup_job(math.floor(completed_at), requeue=True)
+
+    def _cleanup_job(self, completion, requeue: bool) -> None:
+        """`CleanupJob`: the job is deleted once now is past its CompletionTime plus the TTL. Before that it asks the
+        no-op work queue (`AddAfter`); on a finished job `Reconcile` then requeues for real at the expiry
+        (`util.DurationUntilExpireTime` -> `RequeueAfter`), whose reconcile deletes it."""
         ttl = self.ttl_after_finished
         if ttl is None or self.job_deleted:
             return
-        # CompletionTime as this reconcile reads it: the API server keeps whole seconds, and the model's 0 is one
-        expires = math.floor(completed_at) + ttl
-        why = f"RunPolicy.TTLSecondsAfterFinished {ttl} s after its CompletionTime {math.floor(completed_at)} s"
+        expires = completion + ttl
+        why = f"RunPolicy.TTLSecondsAfterFinished {ttl} s after its CompletionTime {completion:g} s"
         if self.clock.now >= expires:
             # `currentTime.After(expireTime)`: a reconcile's time.Now() is a little past the moment the model places it
             self._delete_job(f"{why}: expired by this reconcile")
-        else:
-            # `CleanupJob` asks the no-op work queue (`AddAfter`); `Reconcile` then requeues for real at the expiry
+        elif requeue:
             self.clock.at(expires, lambda: self._delete_job(f"{why}: the requeue at its expiry"))
 
     def _delete_job(self, why: str) -> None:

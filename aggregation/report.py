@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from aggregation.explore import BAD, GOOD, NEUTRAL, OUTCOMES, SweepResult, shown_outcomes
+from aggregation.kinds import JobCondition
 from aggregation.printable import CONTROL_ESCAPES
 from aggregation.results import AttemptResult, Execution
 from aggregation.timeline import What
@@ -95,9 +96,9 @@ def verdict_lines(attempt: AttemptResult) -> list[Text]:
         won = literal(f"propeller: {attempt.failed_rounds} failed rounds, more than max-workflow-retries: aborted")
     elif attempt.job_condition == "Running":
         won = Text("propeller: the job never ends, nothing is read")
-    elif attempt.job_condition == "Deleted":
+    elif attempt.job_condition == JobCondition.DELETED.value:
         error = attempt.outcome.error
-        won = literal(f"propeller: no job found, no error file read ({error.code}, SYSTEM, retryable): {error.message}")
+        won = literal(f"propeller: no job found, no error file read ({error.code}, {error.kind}): {error.message}")
     elif attempt.outcome.phase.value == "RUNNING":  # the job ended, but its rounds fail for ever
         won = literal(f"propeller: {attempt.outcome.reason}")
     else:

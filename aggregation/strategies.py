@@ -14,8 +14,9 @@ master, spawn or fork, restarts, cleanup policy, grace period, the operator's la
 backoff limit and TTL), the plugin, the aggregation flag, propeller's settings, pod timings (per-pod overrides, clock
 offsets, the reaction to a peer's death) and up to `max_attempts` attempts of timed events of every kind.
 `playable=True` draws only what `aggsim run-local` plays for real (no storage faults, no signal aimed inside
-os.fork(), no seed-pr variant, no RunPolicy limit, a shape this machine runs in reasonable time, events after the
-first rendezvous). Needs hypothesis (the `test` extra).
+os.fork(), no seed-pr variant, a shape this machine runs in reasonable time, events after the first rendezvous),
+and leaves out the RunPolicy's limits and TTL, whose real runs are slow (each has a real test of its own). Needs
+hypothesis (the `test` extra).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from aggregation.kinds import NamedEnum, RunPolicyLimit
+from aggregation.kinds import JobCondition, NamedEnum, RunPolicyLimit
 from aggregation.propeller import NEVER_ABORTS
 
 #: the causes of a DELETES_POD that are RunPolicy limits, not a CleanPodPolicy
@@ -150,7 +150,7 @@ class Event(NamedTuple):
         if what is w.DELETES_JOB:
             return f"deletes the PyTorchJob ({self.reason})"
         if what is w.OBSERVES:
-            if self.condition == "Deleted":
+            if self.condition == JobCondition.DELETED.value:
                 return "finds no job (NotFound: ResourceDeletedExternally); reads no file"
             if self.condition == "Succeeded":
                 return f"observes job {self.condition}; reads the {self.count} error file(s) uploaded by then"

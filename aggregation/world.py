@@ -132,6 +132,7 @@ class Attempt:
         self.preempted = False
         self.terminal_at: Optional[float] = None
         self.kubelet = Kubelet(self)
+        self.marked_deleted: set[str] = set()  # pods with a deletion mark (a preemption's, or the operator's)
         self.operator: Optional[TrainingOperator] = None
         self.propeller: Optional[PropellerActor] = None
 
@@ -232,6 +233,7 @@ class Attempt:
         # unreported is still Running there (`job.pod_status_seconds`), and a Running pod being deleted counts failed
         if pod_deleted and pod not in self.operator.exited:
             # the API server marks the pod before the kubelet signals it, and the mark wakes the operator
+            self.marked_deleted.add(pod)
             self.log(Event(self.clock.now, "api server", What.POD_DELETED, target=pod, reason="preemption"))
             self.operator.pod_deleted(pod)
         if self.kubelet.terminate(pod, "kubelet: preemption", lands_during_fork):
@@ -240,6 +242,7 @@ class Attempt:
     def _delete_pod(self, pod: str, cause: CleanPodPolicy | RunPolicyLimit) -> None:
         """The operator deletes `pod`: the CleanPodPolicy's cleanup, or the RunPolicy limit the job went past."""
         self.log(Event(self.clock.now, "operator", What.DELETES_POD, target=pod, reason=cause.value))
+        self.marked_deleted.add(pod)
         limit = isinstance(cause, RunPolicyLimit)
         self.kubelet.terminate(pod, f"operator: past RunPolicy.{cause.value}" if limit else "operator cleanup")
 
@@ -250,6 +253,8 @@ class Attempt:
         self.log(Event(now, "operator", What.DELETES_JOB, reason=why))
         self.propeller.job_deleted()
         for pod in self.running_pods():
+            if pod in self.marked_deleted:  # `attemptToDeleteItem` leaves an object already being deleted alone
+                continue
             self.log(Event(now, "garbage collector", What.DELETES_POD, target=pod, reason=OWNER_DELETED))
             self.kubelet.terminate(pod, "garbage collector: its PyTorchJob is gone")
 

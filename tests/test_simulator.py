@@ -599,6 +599,18 @@ def test_the_garbage_collector_stops_the_pods_a_deleted_job_leaves_running():
     assert not any(e.what is What.SIGTERM and e.target == "a" for e in plain.timeline)
 
 
+def test_the_garbage_collector_leaves_a_pod_already_being_deleted_alone():
+    """Kubernetes' garbage collector (`attemptToDeleteItem`) skips a dependent that already has a deletion mark: with
+    CleanPodPolicy Running and a negative TTL the operator's cleanup deletes pod a and then the job, at one instant,
+    and pod a is deleted, and signalled, once."""
+    events = 'events { at_seconds: 30 pod: "b" preemption {} }'
+    job = "clean_pod_policy: CLEAN_POD_POLICY_RUNNING ttl_seconds_after_finished: -1"
+    attempt = simulate(scenario(events, job=job)).attempts[0]
+    assert attempt.job_condition == "Deleted" and any(e.what is What.DELETES_JOB for e in attempt.timeline)
+    assert [(e.actor, e.target) for e in attempt.timeline if e.what is What.DELETES_POD] == [("operator", "a")]
+    assert sum(1 for e in attempt.timeline if e.what is What.SIGTERM and e.target == "a") == 1
+
+
 def test_past_a_limit_a_negative_ttl_deletes_the_job_before_its_failed_condition_is_written():
     """`ReconcileJobs`' limit path runs `CleanupJob` with the CompletionTime it has just set (now, not yet truncated),
     before `UpdateJobStatusInApiServer`: with a negative TTL (the CRD sets no minimum) the job is deleted in that
