@@ -167,15 +167,17 @@ def test_real_demo_table_shows_every_file_and_code_in_full(tmp_path, width):
     assert "…" not in text
 
 
-def run_with_stderr_on_a_terminal(*args) -> tuple[str, str]:
-    """Run aggsim with stdout piped and stderr on a pseudo-terminal, as in an interactive shell with `| less`."""
+def _run_with_a_terminal(args, stream: str, env=None, cwd=None) -> tuple[str, str]:
+    """Run aggsim with `stream` ("stdout" or "stderr") on a pseudo-terminal and the other piped: (what the terminal
+    showed, with its line ends as written, and what the pipe got)."""
     import pty
 
     controller, terminal = pty.openpty()
     try:
-        process = subprocess.Popen([AGGSIM, *args], stdout=subprocess.PIPE, stderr=terminal, text=True)
+        other = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, stream: terminal}
+        process = subprocess.Popen([AGGSIM, *args], **other, text=True, env=env, cwd=cwd)
         os.close(terminal)
-        err = b""
+        shown = b""
         while True:
             try:
                 chunk = os.read(controller, 65536)
@@ -183,36 +185,22 @@ def run_with_stderr_on_a_terminal(*args) -> tuple[str, str]:
                 break
             if not chunk:
                 break
-            err += chunk
-        out, _ = process.communicate(timeout=120)
+            shown += chunk
+        out, err = process.communicate(timeout=120)
     finally:
         os.close(controller)
-    return out, err.decode(errors="replace")
+    return shown.decode(errors="replace").replace("\r\n", "\n"), out if stream == "stderr" else err
+
+
+def run_with_stderr_on_a_terminal(*args) -> tuple[str, str]:
+    """Run aggsim with stdout piped and stderr on a pseudo-terminal, as in an interactive shell with `| less`."""
+    err, out = _run_with_a_terminal(args, "stderr")
+    return out, err
 
 
 def run_with_stdout_on_a_terminal(*args, columns: int, cwd=None) -> str:
     """Run aggsim with stdout on a pseudo-terminal `columns` wide (COLUMNS, which the terminal-size lookup honours)."""
-    import pty
-
-    controller, terminal = pty.openpty()
-    try:
-        process = subprocess.Popen(
-            [AGGSIM, *args], stdout=terminal, stderr=subprocess.PIPE, env=columns_env(columns), text=True, cwd=cwd
-        )
-        os.close(terminal)
-        out = b""
-        while True:
-            try:
-                chunk = os.read(controller, 65536)
-            except OSError:  # the terminal closed: the process is gone
-                break
-            if not chunk:
-                break
-            out += chunk
-        process.communicate(timeout=120)
-    finally:
-        os.close(controller)
-    return out.decode(errors="replace").replace("\r\n", "\n")
+    return _run_with_a_terminal(args, "stdout", env=columns_env(columns), cwd=cwd)[0]
 
 
 def test_validate_findings_fit_an_80_column_terminal_and_stay_one_line_each_in_a_pipe(tmp_path):
