@@ -1,5 +1,9 @@
 """`sweep --out FILE`: one row per simulated case (assignment x plugin x aggregation), CSV or JSON lines.
 
+A point whose job the operator's random map order decides has a row per order, its `replica_map_order` column naming
+the fields that pinned it (`attempts[0].replica_map_order=WORKER_FIRST`); its outcome is the point's (UNDECIDED
+when the orders' outcomes differ). Elsewhere that column is empty.
+
 Rows are written as the sweep runs, so a million-case sweep never holds them in memory, and a file
 that cannot be written is refused before the first simulation.
 """
@@ -24,6 +28,7 @@ CASE_COLUMNS = (
     "genuine_error_masked",
     "first_winning_file",
     "first_decision",
+    "replica_map_order",
 )
 
 
@@ -60,7 +65,9 @@ class CaseLog:
             "first_winning_file": read.selected.path if read is not None and read.selected is not None else "",
             "first_decision": first.decision.decision.value,
         }
-        values = dict(assignment)
+        values = {name: value for name, value in assignment if name in self.fields}
+        # a point the operator's random map order decides has a row per order: the sweep appended the one it took
+        case["replica_map_order"] = " ".join(f"{name}={value}" for name, value in assignment if name not in values)
         if self._csv is not None:
             self._csv.writerow([*(values[f] for f in self.fields), *(case[c] for c in CASE_COLUMNS)])
         else:

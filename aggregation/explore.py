@@ -22,9 +22,13 @@ from google.protobuf.descriptor import FieldDescriptor
 from aggregation import defaults
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError, ScenarioSource, monitor_interval_of
-from aggregation.simulate import Execution, simulate
+from aggregation.simulate import Execution, simulate_each_map_order
 
+#: an execution's headline outcomes
 OUTCOMES = ("RETRIED", "FAILED_PERMANENTLY", "SUCCEEDED_SILENTLY", "SUCCEEDED", "STILL_RUNNING")
+#: a swept point whose outcome is the operator's random map order: its executions under each order differ
+UNDECIDED = "UNDECIDED"
+SWEEP_OUTCOMES = OUTCOMES + (UNDECIDED,)
 _STEP = re.compile(r"([A-Za-z_]\w*)(?:\[(\d+)\])?")
 MAX_VALUES_PER_FIELD = defaults.MAX_VALUES_PER_VARIATION
 
@@ -42,7 +46,9 @@ class Cell:
     counts: Counter = field(default_factory=Counter)
     masked: int = 0
     total: int = 0
-    counterexamples: dict = field(default_factory=dict)  # outcome -> (assignment, Execution)
+    #: outcome -> (assignment, Execution); at a point the map order decides, the assignment ends with the orders that
+    #: execution took (for UNDECIDED, the first execution whose outcome is bad here)
+    counterexamples: dict = field(default_factory=dict)
 
     def share(self, outcome: str) -> float:
         return self.counts[outcome] / self.total if self.total else 0.0
@@ -58,6 +64,7 @@ class SweepResult:
 
 
 GOOD, BAD, NEUTRAL = "good", "bad", "neutral"
+_WORST_FIRST = (BAD, NEUTRAL, GOOD)
 
 
 def wanted_outcome(message: pb.Scenario) -> str:
@@ -77,14 +84,17 @@ def wanted_outcome(message: pb.Scenario) -> str:
 
 def outcome_meanings(message: pb.Scenario) -> dict[str, str]:
     """Each outcome, good or bad for this scenario: the wanted one is good; a job that succeeds after its
-    attempt's trouble was over (say, a preemption after training finished) is neither; the rest are bad."""
+    attempt's trouble was over (say, a preemption after training finished) is neither; the rest are bad, and so is a
+    point whose outcome Go's map order decides (at most one of its outcomes is the wanted one)."""
     wanted = wanted_outcome(message)
-    return {o: GOOD if o == wanted else NEUTRAL if o == "SUCCEEDED" else BAD for o in OUTCOMES}
+    return {o: GOOD if o == wanted else NEUTRAL if o == "SUCCEEDED" else BAD for o in SWEEP_OUTCOMES}
 
 
 def shown_outcomes(result: "SweepResult") -> tuple[str, ...]:
-    """The outcomes a table or plot shows: all of them, except a job that never ends when none did."""
-    return tuple(o for o in OUTCOMES if o != "STILL_RUNNING" or any(c.counts[o] for c in result.cells))
+    """The outcomes a table or plot shows: all of them, except a job that never ends, or a point left to the map
+    order, when there was none."""
+    rare = ("STILL_RUNNING", UNDECIDED)
+    return tuple(o for o in SWEEP_OUTCOMES if o not in rare or any(c.counts[o] for c in result.cells))
 
 
 def headline(final_phase: str, attempts: int) -> str:
@@ -345,13 +355,18 @@ def sweep(
 ) -> SweepResult:
     """Simulate every planned assignment under every plugin x flag cell.
 
-    `on_case(assignment, cell, execution, outcome)` sees each simulation as it finishes (for `--out`);
+    A point whose job the operator's random map order decides (`simulate_each_map_order`) counts once: under the
+    outcome its executions share, or UNDECIDED when they differ.
+
+    `on_case(assignment, cell, execution, outcome)` sees each simulation as it finishes (for `--out`), at such a
+    point each execution with the orders it took appended to the assignment, and the point's outcome;
     `progress(done, total)` is told after each assignment. `deployment` (see `deployment.py`) replaces
     the scenario's propeller settings in every case.
     """
     source.spec(plugin_override=plugins[0])  # the scenario as written must be valid, whatever we vary
     plan, planned, exhaustive = assignments(variations, samples, seed)
     cells = [Cell(plugin, flag) for plugin in plugins for flag in flags]
+    meaning = outcome_meanings(source.message)
     for done, values in enumerate(plan, 1):
         message = pb.Scenario()
         message.CopyFrom(source.message)
@@ -366,16 +381,21 @@ def sweep(
             base = base.with_deployment(deployment)
         for cell in cells:
             try:
-                execution = simulate(base.with_plugin(cell.plugin).with_aggregation(cell.aggregation))
+                executions = simulate_each_map_order(base.with_plugin(cell.plugin).with_aggregation(cell.aggregation))
             except ScenarioError as e:
                 raise ScenarioError(f"--vary {_assignment_text(assignment)}, {cell.plugin}: {e}") from None
-            outcome = outcome_of(execution)
+            outcomes = [outcome_of(execution) for _, execution in executions]
+            outcome = outcomes[0] if len(set(outcomes)) == 1 else UNDECIDED
             cell.counts[outcome] += 1
             cell.total += 1
-            cell.masked += execution.masked_genuine_error
-            cell.counterexamples.setdefault(outcome, (assignment, execution))
+            cell.masked += any(execution.masked_genuine_error for _, execution in executions)
+            if outcome not in cell.counterexamples:
+                shown = min(range(len(outcomes)), key=lambda i: _WORST_FIRST.index(meaning[outcomes[i]]))
+                pins, execution = executions[shown]
+                cell.counterexamples[outcome] = (assignment + pins, execution)
             if on_case is not None:
-                on_case(assignment, cell, execution, outcome)
+                for pins, execution in executions:
+                    on_case(assignment + pins, cell, execution, outcome)
         if progress is not None:
             progress(done, planned)
-    return SweepResult(tuple(variations), planned, exhaustive, tuple(cells), outcome_meanings(source.message))
+    return SweepResult(tuple(variations), planned, exhaustive, tuple(cells), meaning)

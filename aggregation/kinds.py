@@ -48,6 +48,15 @@ class CleanPodPolicy(NamedEnum):
     ALL = "All"
 
 
+class ReplicaMapOrder(NamedEnum):
+    """Which replica type `UpdateJobStatus` looks at first when it ranges over a non-elastic job's replica specs, a Go
+    map: Go's iteration order is random, and it decides the job when the Master's success and a Worker's failure
+    reach the operator in the same reconcile."""
+
+    MASTER_FIRST = "MASTER_FIRST"  # the Master's success returns first: Succeeded
+    WORKER_FIRST = "WORKER_FIRST"  # the Worker's failure first: Failed (and the Master's Succeeded is then a no-op)
+
+
 class RunPolicyLimit(NamedEnum):
     """A kubeflow common `RunPolicy` limit past which the operator deletes every pod and fails the job."""
 

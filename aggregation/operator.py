@@ -10,7 +10,8 @@ the job is terminal, CleanPodPolicy decides which pods are deleted (`pkg/control
 SIGTERM, and SIGKILL after the grace period; the model deletes, under either, the pods it counts as running, as
 the others have no container left to stop). One reconcile reads every pod (`ReconcileJobs`), so the changes heard at
 one instant are decided together, after the instant's other events; where Go's map order would decide them (a
-non-elastic Master's success beside a failed Worker), the simulator refuses the point (`UndecidedVerdict`).
+non-elastic Master's success beside a failed Worker), the attempt's `replica_map_order` decides, and where the
+scenario leaves it to Go the simulator refuses the point (`UndecidedVerdict`; a sweep and `prove` run both orders).
 
 Before the replica statuses, `ReconcileJobs` checks the RunPolicy's limits (`job.backoff_limit`,
 `job.active_deadline_seconds`): past one, it deletes every pod (`DeletePodsAndServices` while the job is not yet
@@ -37,7 +38,7 @@ import math
 from typing import Callable, Optional
 
 from aggregation.engine import Clock
-from aggregation.kinds import CleanPodPolicy, JobCondition, RunPolicyLimit
+from aggregation.kinds import CleanPodPolicy, JobCondition, ReplicaMapOrder, RunPolicyLimit
 from aggregation.scenario import ScenarioError
 
 #: the job kind in the operator's condition reasons (`util.NewReason(kind, reason)`)
@@ -46,7 +47,17 @@ FAILED_REASON = JOB_KIND + "Failed"
 
 
 class UndecidedVerdict(ScenarioError):
-    """The operator's verdict at some moment is not decided by the sources: the simulator refuses to pick one."""
+    """The operator's verdict at some moment of attempt `attempt` is Go's random map order, and the scenario does not
+    pin it: the simulator refuses to pick one."""
+
+    def __init__(self, message: str, attempt: int) -> None:
+        super().__init__(message)
+        self.attempt = attempt
+
+
+def map_order_field(attempt: int) -> str:
+    """The scenario field that pins attempt N's map order."""
+    return f"attempts[{attempt}].replica_map_order"
 
 
 class TrainingOperator:
@@ -65,6 +76,8 @@ class TrainingOperator:
         backoff_limit: Optional[int] = None,
         ttl_after_finished: Optional[int] = None,
         delete_job: Optional[Callable[[str], None]] = None,
+        map_order: Optional[ReplicaMapOrder] = None,
+        attempt: int = 0,
     ) -> None:
         self.elastic = elastic
         self.pods = pods
@@ -80,6 +93,8 @@ class TrainingOperator:
         self.backoff_limit = backoff_limit  # None: unset
         self.ttl_after_finished = ttl_after_finished  # None: unset
         self.delete_job = delete_job  # deletes the PyTorchJob object, saying why
+        self.map_order = map_order  # Go's order over the replica specs, where it decides; None: not pinned
+        self.attempt = attempt  # which attempt this job is (0 the first), for the field that pins its map order
         self.job_deleted = False
         self.exited: dict[str, int] = {}  # the pods whose exit the operator has heard of, with their exit codes
         self.deleting: list[str] = []  # running pods with a deletion mark, in the order they were marked
@@ -137,13 +152,22 @@ class TrainingOperator:
             return
         if self.master in succeeded and failed:
             # `UpdateJobStatus` ranges over the replica specs, a Go map: the Master's Succeeded (which returns) or the
-            # Worker's Failed (which makes Succeeded a no-op) comes first by Go's random map order
-            raise UndecidedVerdict(
-                f"the operator's verdict at {self.clock.now:g} s is not decided: master {self.master} succeeded and "
-                f"worker {failed[0]} failed in the same reconcile, and which counts is Go's random map order"
-            )
+            # Worker's Failed (after which `setCondition` leaves a failed job's conditions alone) comes first
+            if self.map_order is None:
+                raise UndecidedVerdict(
+                    f"the operator's verdict at {self.clock.now:g} s is Go's random map order: master {self.master} "
+                    f"succeeded and worker {failed[0]} failed in the same reconcile; set "
+                    f"{map_order_field(self.attempt)} to MASTER_FIRST or WORKER_FIRST to see either",
+                    self.attempt,
+                )
+            if self.map_order is ReplicaMapOrder.WORKER_FIRST:
+                self._failed(failed)
+                return
         if self.master in succeeded:
-            self._terminal(JobCondition.SUCCEEDED, f"pod {self.master} succeeded: the master succeeded")
+            why = f"pod {self.master} succeeded: the master succeeded"
+            if failed:
+                why += f", and Go's map order looked at the Master before worker {failed[0]}'s failure"
+            self._terminal(JobCondition.SUCCEEDED, why)
         elif failed:
             self._failed(failed)
 
@@ -183,15 +207,22 @@ class TrainingOperator:
         """`UpdateJobStatus`' Failed condition (RestartPolicy Never): its message counts the failed replicas of the
         replica type whose check came first."""
         name = self.job_name
-        if not self.elastic and self.master in failed:
+        workers = [pod for pod in failed if self.elastic or pod != self.master]
+        master_failed = not self.elastic and self.master in failed
+        if master_failed and (not workers or self.map_order is not ReplicaMapOrder.WORKER_FIRST):
             message = f"PyTorchJob {name} is failed because 1 Master replica(s) failed."
             why = self._failed_reason(self.master)
-            if len(failed) > 1:
-                why += "; with the failed Worker of this reconcile, Go's other map order gives the Worker count"
+            if workers and self.map_order is None:
+                why += "; a Worker failed too, and Go's map order (unset) may as well give the Worker count"
+            elif workers:
+                why += "; a Worker failed too, and Go's map order looked at the Master first"
         else:
-            replicas = len(failed)
-            message = f"PyTorchJob {name} is failed because {replicas} Worker replica(s) failed."
-            why = self._failed_reason(failed[0])
+            message = f"PyTorchJob {name} is failed because {len(workers)} Worker replica(s) failed."
+            why = self._failed_reason(workers[0])
+            if master_failed:
+                why += "; the Master failed too, and Go's map order looked at the Worker first"
+            elif not self.elastic and self.exited.get(self.master) == 0:  # in this reconcile: an earlier one ends it
+                why += "; the Master succeeded too, and Go's map order looked at the Worker first"
         self._fail(why, message)
 
     def _failed_reason(self, pod: str) -> str:

@@ -9,7 +9,9 @@ exists, every path has been seen and the claim is decided for the whole box, not
 Answers: PROVED (every path keeps the claim), COUNTEREXAMPLE (a path breaks it: its witness, and the condition
 under which the claim fails), UNKNOWN (the budget ran out, the solver gave up, or the simulator did something
 the recording cannot follow; never reported as proved). Discrete fields (which pod) are enumerated value by
-value.
+value. Where a run meets a moment the operator's random map order decides (`operator.UndecidedVerdict`) and the
+scenario leaves it to Go, the region that run reached is explored once per order, each path naming the order it took
+as one of its choices: a claim is proved only if it holds whichever order Go picks.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from typing import Callable, Iterator, Optional, Sequence
 from google.protobuf.descriptor import FieldDescriptor
 
 from aggregation import defaults, explore
+from aggregation.kinds import ReplicaMapOrder
 from aggregation.nanoseconds import decimal_places, decimal_text, nearest_tick, on_the_grid
+from aggregation.operator import UndecidedVerdict, map_order_field
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.results import Execution
 from aggregation.scenario import ScenarioError, ScenarioSource
@@ -209,6 +213,7 @@ class Run:
     execution: Optional[Execution]
     refused: Optional[str]
     untraceable: tuple[str, ...]
+    undecided: Optional[int] = None  # the listed attempt whose job Go's map order decides where the run stopped
 
 
 @dataclass(frozen=True)
@@ -250,13 +255,16 @@ def run_symbolic(problem: Problem, assignment: dict[str, Fraction]) -> Run:
     path = Path({i.field: (i.low, i.high) for i in problem.intervals})
     values = {name: Sym.variable(name, value) for name, value in assignment.items()}
     message = _Overlay(problem.with_values(assignment), "", values)
-    execution, refused = None, None
+    execution, refused, undecided = None, None, None
     with recording(path):
         try:
             execution = simulate(problem.spec_from(message))
+        except UndecidedVerdict as e:
+            refused = str(e)
+            undecided = e.attempt if e.attempt < len(problem.message.attempts) else None
         except ScenarioError as e:
             refused = str(e)
-    return Run(tuple(path.constraints), execution, refused, tuple(path.untraceable))
+    return Run(tuple(path.constraints), execution, refused, tuple(path.untraceable), undecided)
 
 
 def replay(problem: Problem, assignment: dict[str, Fraction]) -> Execution:
@@ -264,6 +272,14 @@ def replay(problem: Problem, assignment: dict[str, Fraction]) -> Execution:
     from aggregation.simulate import simulate
 
     return simulate(problem.spec_from(problem.with_values(assignment)))
+
+
+def replay_each_map_order(problem: Problem, assignment: dict[str, Fraction]) -> dict[tuple, Execution]:
+    """The plain simulator at `assignment` under each map order Go may take where the scenario leaves it to Go (as a
+    sweep runs the point): the orders each execution took (none where no order decides) -> the execution."""
+    from aggregation.simulate import simulate_each_map_order
+
+    return dict(simulate_each_map_order(problem.spec_from(problem.with_values(assignment))))
 
 
 # --- the search ---------------------------------------------------------------------------------------------
@@ -500,31 +516,40 @@ def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, 
     Returns "" when complete, else why not."""
     _refuse_a_box_past_the_model_s_limits(problem, combo)
     solver = Solver(problem.intervals, int(max(1.0, budget.max_seconds - budget.elapsed()) * 1000))
-    pending: list[tuple[tuple[Constraint, ...], Optional[Constraint]]] = [((), None)]
+    # a region to explore: its recorded decisions, the one it does not take, and the map orders pinned in it
+    pending: list[tuple[tuple[Constraint, ...], Optional[Constraint], tuple]] = [((), None, ())]
+    pinned_problems = {(): problem}
     while pending:
         reason = budget.exhausted(len(paths))
         if reason:
             return reason
-        prefix, negated = pending.pop()
+        prefix, negated, pins = pending.pop()
         point = solver.point_in(prefix, negated)
         if point is None:
             continue
         if isinstance(point, str):
             return point
         point = _readable_point(point, problem.intervals, prefix, negated)
-        run = run_symbolic(problem, point)
-        if run.refused is not None:
-            at = point_text({**dict(combo), **point})
-            raise ProveError(f"the box holds scenarios the model refuses, e.g. at {at}: {run.refused}")
+        if pins not in pinned_problems:
+            pinned_problems[pins] = problem.with_choices(pins)
+        run = run_symbolic(pinned_problems[pins], point)
         if run.untraceable:
             return f"the simulator did what the prover cannot follow exactly: {run.untraceable[0]}"
+        if run.refused is not None and run.undecided is None:
+            at = point_text({**dict(combo + pins), **point})
+            raise ProveError(f"the box holds scenarios the model refuses, e.g. at {at}: {run.refused}")
         depth = len(prefix) + (negated is not None)
         # the run must have taken the region's decisions, in order, and its record must hold at its own point
         if run.constraints[: len(prefix)] != prefix or not all(holds(c, point) for c in run.constraints):
             return "a run did not retrace its region's recorded decisions (a bug in the prover: please report it)"
-        paths.append(PathResult(combo, point, run.constraints, behaviour_of(run.execution), claim.holds(run.execution)))
         for index in range(len(run.constraints) - 1, depth - 1, -1):
-            pending.append((run.constraints[:index], run.constraints[index]))
+            pending.append((run.constraints[:index], run.constraints[index], pins))
+        if run.undecided is not None:  # the whole region this run reached, once per order Go may take
+            for order in ReplicaMapOrder:
+                pending.append((run.constraints, None, pins + ((map_order_field(run.undecided), order.value),)))
+            continue
+        behaviour = behaviour_of(run.execution)
+        paths.append(PathResult(combo + pins, point, run.constraints, behaviour, claim.holds(run.execution)))
     return ""
 
 
@@ -678,6 +703,7 @@ __all__ = [
     "parse_range",
     "prove",
     "replay",
+    "replay_each_map_order",
     "run_symbolic",
     "behaviour_of",
     "replayable",

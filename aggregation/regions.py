@@ -25,6 +25,7 @@ from aggregation.prove import (
     PathResult,
     ProveError,
     Solver,
+    point_text,
     prove,
 )
 from aggregation.scenario import ScenarioSource
@@ -171,6 +172,16 @@ def region_map(
     assert proof.verdict != COUNTEREXAMPLE  # the claim holds everywhere by construction
     solver = Solver((x, y), 60_000)
     regions = tuple(path_region(p, x, y, solver) for p in proof.paths)
+    for path, region in zip(proof.paths, regions):
+        # a path with choices took one of the operator's map orders (the box has no discrete field): its region is
+        # covered once per order, and a map of outcomes has one per point; a line or a corner has no area to cover
+        if path.choices and region.area:
+            field = path.choices[0][0]
+            raise ProveError(
+                f"the region map cannot be drawn: Go's random map order decides the job across an area of the box "
+                f"(e.g. at {point_text(path.witness)}); set {field} in the scenario to draw each order, or prove a "
+                "claim instead"
+            )
     return RegionMap(x, y, regions, proof.seconds)
 
 

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from aggregation.explore import BAD, GOOD, NEUTRAL, OUTCOMES, SweepResult, shown_outcomes
+from aggregation.explore import BAD, GOOD, NEUTRAL, SWEEP_OUTCOMES, UNDECIDED, SweepResult, shown_outcomes
 from aggregation.kinds import JobCondition
 from aggregation.printable import CONTROL_ESCAPES
 from aggregation.results import AttemptResult, Execution
@@ -219,12 +219,15 @@ def render_sweep(
     if not counterexamples:
         return
     for cell in result.cells:
-        for outcome in OUTCOMES:
-            if outcome in cell.counterexamples and outcome in ("FAILED_PERMANENTLY", "SUCCEEDED_SILENTLY"):
+        for outcome in SWEEP_OUTCOMES:
+            if outcome in cell.counterexamples and outcome in ("FAILED_PERMANENTLY", "SUCCEEDED_SILENTLY", UNDECIDED):
                 assignment, execution = cell.counterexamples[outcome]
+                which = ": the operator's random map order decides it; the order shown ends worst" * (
+                    outcome == UNDECIDED
+                )
                 console.print(
                     f"\n[bold]{cell.plugin}, aggregation {'on' if cell.aggregation else 'off'}: "
-                    f"first case of {_outcome_label(outcome)}[/bold]"
+                    f"first case of {_outcome_label(outcome)}{which}[/bold]"
                 )
                 print_counterexample(console, assignment, execution)
 
@@ -261,7 +264,7 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
                 "plugin": cell.plugin,
                 "aggregation": cell.aggregation,
                 "total": cell.total,
-                "counts": {o: cell.counts[o] for o in OUTCOMES},
+                "counts": {o: cell.counts[o] for o in SWEEP_OUTCOMES},
                 "genuine_error_masked": cell.masked,
                 "counterexamples": {
                     outcome: {

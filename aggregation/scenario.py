@@ -18,7 +18,7 @@ from typing import Optional
 from google.protobuf import text_format
 
 from aggregation import defaults
-from aggregation.kinds import CleanPodPolicy, PluginVariant
+from aggregation.kinds import CleanPodPolicy, PluginVariant, ReplicaMapOrder
 from aggregation.propeller import PropellerConfig
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 
@@ -109,6 +109,9 @@ class ScenarioSpec:
     namespace: str = defaults.NAMESPACE
     timings: dict[str, PodTiming] = field(default_factory=dict)
     attempts: tuple[tuple[SimEvent, ...], ...] = ()
+    #: per listed attempt, Go's map order in the operator's `UpdateJobStatus` (None: unset, the moment it decides is
+    #: refused)
+    map_orders: tuple[Optional[ReplicaMapOrder], ...] = ()
     seed: int = 0
     description: str = ""
 
@@ -122,6 +125,17 @@ class ScenarioSpec:
     def events_for(self, attempt: int) -> tuple[SimEvent, ...]:
         """Attempt N's events; attempts beyond the scenario's list run clean to completion."""
         return self.attempts[attempt] if attempt < len(self.attempts) else ()
+
+    def map_order_for(self, attempt: int) -> Optional[ReplicaMapOrder]:
+        """Attempt N's replica map order, None when the scenario leaves it to Go's random order."""
+        return self.map_orders[attempt] if attempt < len(self.map_orders) else None
+
+    def with_map_order(self, attempt: int, order: ReplicaMapOrder) -> "ScenarioSpec":
+        """The scenario with attempt N's map order pinned (a listed attempt: only those can reach the moment it
+        decides, as the others train to their end)."""
+        orders = list(self.map_orders)
+        orders[attempt] = order
+        return replace(self, map_orders=tuple(orders))
 
     def propeller_config(self) -> PropellerConfig:
         """The scenario's propeller settings (budgets and limits) as the model's `PropellerConfig`."""
@@ -502,9 +516,20 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
             )
         timings[override.pod] = _timing(base, override.timings)
 
-    attempts = []
+    attempts, map_orders = [], []
     event_occurrence = 0
+    elastic = job.elastic if job.HasField("elastic") else True
     for a, attempt in enumerate(message.attempts):
+        order = attempt.replica_map_order
+        if order != pb.REPLICA_MAP_ORDER_UNSET:
+            line = where.line_of(r"\breplica_map_order\b", sum(1 for orders in map_orders if orders is not None))
+            if elastic:
+                raise where.error(
+                    line,
+                    f"attempts[{a}].replica_map_order",
+                    "an elastic job has Worker replicas only: no map order decides it",
+                )
+        map_orders.append(ReplicaMapOrder(pb.ReplicaMapOrder.Name(order)) if order else None)
         events = []
         for e, event in enumerate(attempt.events):
             field_path = f"attempts[{a}].events[{e}]"
@@ -555,7 +580,7 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         description=message.description,
         pods=pods,
         nproc_per_node=job.nproc_per_node or 1,
-        elastic=job.elastic if job.HasField("elastic") else True,
+        elastic=elastic,
         clean_pod_policy=CLEAN_POD_POLICIES[job.clean_pod_policy],
         grace=grace,
         pod_status_delay=pod_status,
@@ -578,5 +603,6 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         else defaults.ROUND_RETRY_SECONDS,
         timings=timings,
         attempts=tuple(attempts),
+        map_orders=tuple(map_orders),
         seed=message.seed,
     )

@@ -175,7 +175,11 @@ def scenarios(
     for index in range(draw(st.integers(min(1, max_attempts), max_attempts))):
         event = _event(pods, playable, fork, start, task.training_seconds)
         events = draw(st.lists(event, min_size=1 if index == 0 else 0, max_size=max_events))  # the first is eventful
-        message.attempts.add().events.extend(events)
+        attempt = message.attempts.add()
+        attempt.events.extend(events)
+        # now and then Go's map order, which a non-elastic job's reconcile may need (`operator.UndecidedVerdict`)
+        if not job.elastic and draw(st.integers(0, 3)) == 0:
+            attempt.replica_map_order = draw(st.sampled_from([pb.MASTER_FIRST, pb.WORKER_FIRST]))
     return message
 
 

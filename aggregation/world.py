@@ -168,6 +168,8 @@ class Attempt:
             spec.backoff_limit,
             spec.ttl_after_finished,
             self._delete_job,
+            spec.map_order_for(self.attempt),
+            self.attempt,
         )
         self.propeller = PropellerActor(
             self.clock,

@@ -152,6 +152,27 @@ def test_a_product_of_varied_fields_is_refused_not_drawn() -> None:
         region_map(source, x, interval, "recoverable", True)
 
 
+MAP_ORDER_TIE = str(Path(__file__).parent / "data" / "master_finishes_as_a_worker_is_deleted.textproto")
+
+
+def test_a_map_order_tie_on_a_line_is_drawn_and_one_across_an_area_is_refused() -> None:
+    """`prove` explores a moment Go's map order decides once per order (`operator.py`, `UpdateJobStatus`). Where that
+    moment is a line of the box (the Worker's deletion at the Master's exit), the line has no area: the map is drawn,
+    its shares still sum to 1, and off the line one region holds each point. Where it covers an area (neither field
+    moves either moment), each point would have two outcomes: the map is refused in one line naming the field."""
+    source = read_scenario(MAP_ORDER_TIE)
+    deletion = parse_range("attempts[0].events[1].at_seconds=35..35.3", source.message)
+    drawn = region_map(source, deletion, parse_range(LOOK, source.message), "recoverable", True)
+    assert sum((drawn.share(o) for o in drawn.outcomes()), Fraction(0)) == 1
+    assert {drawn.outcome_at((Fraction("35.1"), Fraction(5))), drawn.outcome_at((Fraction("35.2"), Fraction(5)))} == {
+        "RETRIED",
+        "SUCCEEDED",
+    }
+    retry = parse_range("propeller.round_retry_seconds=0.01..0.1", source.message)
+    with pytest.raises(ProveError, match=r"Go's random map order decides the job across an area .* attempts\[0\]\."):
+        region_map(source, parse_range(LOOK, source.message), retry, "recoverable", True)
+
+
 # --- the command line -----------------------------------------------------------------------------------
 def _aggsim(*args: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run([AGGSIM, *args], cwd=cwd, capture_output=True, text=True, timeout=120)

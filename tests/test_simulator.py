@@ -25,12 +25,12 @@ from aggregation import defaults
 from aggregation.cli import main
 from aggregation.engine import Clock
 from aggregation.explore import Variation, default_variations, outcome_of, sweep
-from aggregation.kinds import CleanPodPolicy
+from aggregation.kinds import CleanPodPolicy, ReplicaMapOrder
 from aggregation.operator import TrainingOperator, UndecidedVerdict
 from aggregation.record import execution_to_json
 from aggregation.report import sweep_to_json
 from aggregation.scenario import ScenarioError, load_scenario, parse_scenario, read_scenario
-from aggregation.simulate import simulate
+from aggregation.simulate import simulate, simulate_each_map_order
 from aggregation.timeline import What
 
 
@@ -346,9 +346,14 @@ def test_one_reconcile_sees_a_success_and_a_failure_and_flyte_reads_succeeded():
 def test_a_non_elastic_master_s_success_beside_a_failed_worker_in_one_reconcile_is_refused(tmp_path):
     """`UpdateJobStatus` ranges over the replica specs, a Go map, in random order: the Master's branch sets Succeeded
     and returns, the Worker's sets Failed, after which `setCondition` ignores Succeeded. With both in one reconcile
-    the verdict is Go's coin toss: the simulator refuses, in one line, rather than pick one."""
+    the verdict is Go's coin toss: the simulator refuses, in one line naming the field that pins it, rather than pick
+    one."""
     tie = scenario_text(_tie_with_a_exit("elastic: false"), job="elastic: false")
-    with pytest.raises(ScenarioError, match=r"not decided: master a succeeded and worker b failed .* map order"):
+    with pytest.raises(
+        ScenarioError,
+        match=r"Go's random map order: master a succeeded and worker b failed in the same "
+        r"reconcile; set attempts\[0\]\.replica_map_order to MASTER_FIRST or WORKER_FIRST",
+    ):
         simulate(parse_scenario(tie, "t.textproto", "upstream"))
     path = tmp_path / "tie.textproto"
     path.write_text(tie)
@@ -445,20 +450,95 @@ def test_past_the_deadline_every_pod_is_deleted_whatever_the_clean_pod_policy():
     assert plain.job_condition == "Succeeded" and not any(e.what is What.DELETES_POD for e in plain.timeline)
 
 
-def _operator(elastic: bool, backoff_limit=None):
+def _operator(elastic: bool, backoff_limit=None, map_order=None, pods=("a", "b")):
     """The operator on its own clock, recording its deletions and its terminal condition."""
     clock, deleted, terminal = Clock(), [], []
     operator = TrainingOperator(
         elastic,
-        ("a", "b"),
+        pods,
         CleanPodPolicy.NONE,
         lambda pod, cause: deleted.append((pod, cause.value)),
         lambda condition, why, message: terminal.append((condition.value, message)),
         clock,
         job_name="j",
         backoff_limit=backoff_limit,
+        map_order=map_order,
+        attempt=1,
     )
     return clock, operator, deleted, terminal
+
+
+FAILED = "PyTorchJobFailed - PyTorchJob j is failed because %s replica(s) failed."
+
+
+@pytest.mark.parametrize("order", [None, *ReplicaMapOrder])
+@pytest.mark.parametrize("worker_failure", ["exit", "deletion mark"])
+def test_go_s_map_order_decides_a_master_s_success_beside_a_worker_s_failure(order, worker_failure):
+    """training-operator `pytorchjob_controller.go` `UpdateJobStatus` ranges over the replica specs, a Go map, in a
+    random order: the Master first sets Succeeded and returns; the Worker first sets Failed, and the Master's
+    Succeeded is then dropped (`pkg/util/status.go` `setCondition`: nothing changes a failed job's conditions).
+    The attempt's `replica_map_order` picks the order; unset, the simulator refuses the moment, naming the field."""
+    clock, operator, deleted, terminal = _operator(False, map_order=order, pods=("a", "b", "c"))
+    fail_b = (lambda: operator.pod_exited("b", 1)) if worker_failure == "exit" else (lambda: operator.pod_deleted("b"))
+    clock.at(5, lambda: (operator.pod_exited("a", 0), fail_b()))
+    if order is None:
+        with pytest.raises(UndecidedVerdict, match=r"set attempts\[1\]\.replica_map_order to MASTER_FIRST or WORK"):
+            clock.run(lambda: False)
+        return
+    clock.run(lambda: False)
+    assert (
+        terminal == [("Succeeded", "")] if order is ReplicaMapOrder.MASTER_FIRST else [("Failed", FAILED % "1 Worker")]
+    )
+    # apart, the moments are decided whatever the order: the Master's success alone ends the job
+    clock, operator, deleted, terminal = _operator(False, map_order=order, pods=("a", "b", "c"))
+    clock.at(5, lambda: operator.pod_exited("a", 0))
+    clock.at(6, fail_b)
+    clock.run(lambda: False)
+    assert terminal == [("Succeeded", "")]
+
+
+@pytest.mark.parametrize("order", [None, *ReplicaMapOrder])
+def test_go_s_map_order_decides_which_replica_type_a_failed_message_counts(order):
+    """`UpdateJobStatus`: with the Master and two Workers failed in one reconcile, the job is Failed either way, and
+    its message counts the replica type Go's map order visits first (the Worker first: its 2 failed pods). Unset,
+    the model says the Master's count, and its reason says the Worker's is as likely."""
+    clock, operator, deleted, terminal = _operator(False, map_order=order, pods=("a", "b", "c"))
+    clock.at(5, lambda: [operator.pod_exited(pod, 1) for pod in ("a", "b", "c")])
+    clock.run(lambda: False)
+    assert terminal == [("Failed", FAILED % ("2 Worker" if order is ReplicaMapOrder.WORKER_FIRST else "1 Master"))]
+
+
+def test_a_map_order_on_an_elastic_job_is_refused():
+    """An elastic job has Worker replicas only (flyteplugins `kfoperators/pytorch/pytorch.go` `BuildResource` drops
+    the Master spec with an ElasticPolicy): no map order decides it, so pinning one is a mistake, named with its
+    line."""
+    with pytest.raises(ScenarioError, match=r"t.textproto:7: attempts\[0\].replica_map_order: an elastic job"):
+        scenario("replica_map_order: WORKER_FIRST")
+    assert scenario("replica_map_order: WORKER_FIRST", job="elastic: false").map_orders == (
+        ReplicaMapOrder.WORKER_FIRST,
+    )
+
+
+def test_the_simulator_plays_each_map_order_and_the_order_decides_whether_the_node_fails_for_good():
+    """The tie below, where pod a (the Master) uploads its genuine error and exits 0 as pod b is deleted:
+    `simulate_each_map_order` (what a sweep runs) plays both orders. The Master first: the job is Succeeded, and
+    propeller reads the error files (b's peer error, as early, wins the tie by listing order) and fails the node for
+    good. The Worker first: the job is Failed, propeller reads no file (`GetPhaseInfo`), and the node retries and
+    trains to its end. Go's map order decides between a USER failure and a retry."""
+    tie = scenario(_tie_with_a_exit("elastic: false"), job="elastic: false", plugin="upstream")
+    both = simulate_each_map_order(tie)
+    assert [(pins, outcome_of(e), e.final_code, e.masked_genuine_error) for pins, e in both] == [
+        ((("attempts[0].replica_map_order", "MASTER_FIRST"),), "FAILED_PERMANENTLY", "USER:RuntimeError", True),
+        ((("attempts[0].replica_map_order", "WORKER_FIRST"),), "RETRIED", None, True),
+    ]
+    for (_, execution), order in zip(both, ReplicaMapOrder):
+        pinned = simulate(tie.with_map_order(0, order))
+        assert execution_to_json(pinned) == execution_to_json(execution)
+        [terminal] = [e for e in pinned.attempts[0].timeline if e.what is What.JOB_TERMINAL]
+        first = "Master" if order is ReplicaMapOrder.MASTER_FIRST else "Worker"
+        assert f"Go's map order looked at the {first}" in terminal.describe()
+    [(pins, alone)] = simulate_each_map_order(tie.with_map_order(0, ReplicaMapOrder.WORKER_FIRST))
+    assert pins == () and execution_to_json(alone) == execution_to_json(both[1][1])
 
 
 BACKOFF = "PyTorchJobFailed - Job j has failed because it has reached the specified backoff limit"
@@ -1525,3 +1605,43 @@ def test_a_round_at_the_very_moment_an_outage_ends_reads_the_prefix():
 
 def rounds_of(attempt, what):
     return [e.at for e in attempt.timeline if e.what is what]
+
+
+def test_a_sweep_counts_a_point_the_map_order_decides_as_undecided_and_logs_each_order(tmp_path):
+    """`explore.sweep` runs such a point under each order (`simulate_each_map_order`): their outcomes differ, so it
+    counts once, as UNDECIDED (bad: whichever order Go takes, one of them is not the wanted outcome); its first case
+    is shown with the order that ends worst appended, which `simulate` replays; `--out` has a row per order. The
+    points either side are decided and counted as usual."""
+    from aggregation.caselog import CaseLog
+    from aggregation.explore import UNDECIDED
+    from aggregation.scenario import parse_scenario_source
+
+    text = scenario_text(_tie_with_a_exit("elastic: false"), job="elastic: false")
+    source = parse_scenario_source(text, "t.textproto")
+    deletion = "attempts[0].events[1].at_seconds"
+    at = source.message.attempts[0].events[1].at_seconds
+    rows = tmp_path / "cases.csv"
+    with CaseLog(str(rows), [deletion]) as log:
+        result = sweep(
+            source,
+            [Variation(deletion, (at - 0.5, at, at + 0.5))],
+            plugins=("upstream",),
+            flags=(True,),
+            on_case=lambda a, cell, e, outcome: log.write(a, cell.plugin, cell.aggregation, e, outcome),
+        )
+    [cell] = result.cells
+    assert (cell.counts[UNDECIDED], cell.total) == (1, 3) and result.meaning[UNDECIDED] == "bad"
+    assignment, execution = cell.counterexamples[UNDECIDED]
+    assert assignment == ((deletion, at), ("attempts[0].replica_map_order", "WORKER_FIRST"))
+    assert outcome_of(execution) == "RETRIED"  # bad here: a genuine error should fail the node for good
+    assert sweep_to_json(result)["cells"][0]["counts"][UNDECIDED] == 1
+    lines = rows.read_text().splitlines()
+    assert lines[0].endswith(",replica_map_order") and len(lines) == 1 + 4
+    tied = [line for line in lines if ",UNDECIDED," in line]
+    assert [line.rsplit(",", 1)[1] for line in tied] == [
+        "attempts[0].replica_map_order=MASTER_FIRST",
+        "attempts[0].replica_map_order=WORKER_FIRST",
+    ]
+    pinned = text.replace("attempts {", "attempts { replica_map_order: WORKER_FIRST")
+    replayed = simulate(parse_scenario(pinned, "t", "upstream"))
+    assert execution_to_json(replayed) == execution_to_json(execution)
