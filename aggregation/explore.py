@@ -197,7 +197,7 @@ def typed_value(path: str, descriptor: FieldDescriptor, text: str):
     if kind == descriptor.TYPE_ENUM:
         enum = descriptor.enum_type
         if text in enum.values_by_name:
-            return enum.values_by_name[text].number
+            return text  # protobuf sets an enum field by its name, and the name is what a report should print
         names = ", ".join(v.name for v in enum.values)
         raise ScenarioError(f"--vary {path}: {text!r} is not a {enum.name} (expected one of {names})")
     if kind in INTEGER_RANGES:

@@ -105,7 +105,7 @@ def render_proof(proof: Proof, console: "Console") -> None:
         _print_conditions(proof, console)
     first = next((p for p in proof.counterexamples if replayable(p)), proof.counterexamples[0])
     console.print()
-    _print_wrapped(console, f"A witness: {point_text(first.witness)}", joint=", ")
+    _print_wrapped(console, f"A witness: {point_text({**dict(first.choices), **first.witness})}", joint=", ")
     _print_wrapped(console, first.behaviour.describe(), "  ")
     if not replayable(first):
         _print_wrapped(

@@ -857,3 +857,25 @@ def test_the_readme_table_is_what_prove_answers_today() -> None:
     assert answers["preemption_during_training", "upstream", True] == P.COUNTEREXAMPLE
     assert answers["preemption_during_training", "seed-pr", True] == P.COUNTEREXAMPLE
     assert all(v == P.PROVED for (_, plugin, _), v in answers.items() if plugin == "recoverable")
+
+
+def test_a_witness_names_its_discrete_choices_and_its_map_order_so_simulate_replays_it(tmp_path) -> None:
+    """A counterexample's witness is what a reader types into the scenario to see it: its discrete values (an enum by
+    its name, as in a scenario file) and, where Go's map order decided the job, the order the path took (`prove`
+    explores both: `operator.py`, `UpdateJobStatus`). Setting them and simulating gives the behaviour reported."""
+    result = _aggsim(
+        "prove", MAP_ORDER_TIE, "--claim", "outcome=RETRIED", "--plugin", "upstream", "--no-aggregation",
+        "--vary", "propeller.observation_delay_seconds=0..10",
+        "--vary", "job.clean_pod_policy=CLEAN_POD_POLICY_NONE,CLEAN_POD_POLICY_ALL",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "job.clean_pod_policy in {CLEAN_POD_POLICY_NONE, CLEAN_POD_POLICY_ALL}" in result.stdout
+    witness = " ".join(result.stdout.split("A witness: ", 1)[1].split("\n  SUCCEEDED")[0].split())  # wrapped at 80
+    assert witness.startswith("job.clean_pod_policy=CLEAN_POD_POLICY_NONE, attempts[0].replica_map_order=MASTER_FIRST")
+    assert "SUCCEEDED: #0 Succeeded -> SUCCEED" in result.stdout
+    text = Path_(MAP_ORDER_TIE).read_text().replace("attempts {", "attempts { replica_map_order: MASTER_FIRST")
+    pinned = tmp_path / "pinned.textproto"
+    pinned.write_text(text)
+    simulated = _aggsim("simulate", str(pinned), "--plugin", "upstream", "--no-aggregation", "--json")
+    assert json.loads(simulated.stdout)["final_phase"] == "SUCCEEDED"
+    assert _aggsim("simulate", MAP_ORDER_TIE, "--plugin", "upstream").returncode == 2
