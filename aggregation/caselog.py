@@ -1,8 +1,8 @@
 """`sweep --out FILE`: one row per simulated case (assignment x plugin x aggregation), CSV or JSON lines.
 
-A point whose job the operator's random map order decides has a row per order, its `replica_map_order` column naming
-the fields that pinned it (`attempts[0].replica_map_order=WORKER_FIRST`); its outcome is the point's (UNDECIDED
-when the orders' outcomes differ). Elsewhere that column is empty.
+A point whose job the operator's random map order decides has a row per order, with that order's own outcome and its
+`replica_map_order` column naming the field that pinned it (`attempts[0].replica_map_order=WORKER_FIRST`). Elsewhere
+that column is empty.
 
 Rows are written as the sweep runs, so a million-case sweep never holds them in memory, and a file
 that cannot be written is refused before the first simulation.
@@ -51,7 +51,9 @@ class CaseLog:
         if self._csv is not None:
             self._csv.writerow([*self.fields, *CASE_COLUMNS])
 
-    def write(self, assignment: tuple, plugin: str, aggregation: bool, execution: Execution, outcome: str) -> None:
+    def write(
+        self, assignment: tuple, plugin: str, aggregation: bool, execution: Execution, outcome: str, pins: tuple = ()
+    ) -> None:
         first = execution.attempts[0]
         read = first.read
         case: dict[str, Any] = {
@@ -65,9 +67,8 @@ class CaseLog:
             "first_winning_file": read.selected.path if read is not None and read.selected is not None else "",
             "first_decision": first.decision.decision.value,
         }
-        values = {name: value for name, value in assignment if name in self.fields}
-        # a point the operator's random map order decides has a row per order: the sweep appended the one it took
-        case["replica_map_order"] = " ".join(f"{name}={value}" for name, value in assignment if name not in values)
+        values = dict(assignment)
+        case["replica_map_order"] = " ".join(f"{name}={value}" for name, value in pins)
         if self._csv is not None:
             self._csv.writerow([*(values[f] for f in self.fields), *(case[c] for c in CASE_COLUMNS)])
         else:

@@ -780,9 +780,7 @@ def sweep(
                 samples,
                 seed,
                 plugins or tuple(PLUGIN_VARIANTS),
-                on_case=(lambda a, cell, ex, outcome: log.write(a, cell.plugin, cell.aggregation, ex, outcome))
-                if log
-                else None,
+                on_case=(lambda a, cell, *case: log.write(a, cell.plugin, cell.aggregation, *case)) if log else None,
                 progress=bar,
                 **_deployment_sweep_arguments(config_files),
             )

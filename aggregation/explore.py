@@ -24,11 +24,7 @@ from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError, ScenarioSource, monitor_interval_of
 from aggregation.simulate import Execution, simulate_each_map_order
 
-#: an execution's headline outcomes
 OUTCOMES = ("RETRIED", "FAILED_PERMANENTLY", "SUCCEEDED_SILENTLY", "SUCCEEDED", "STILL_RUNNING")
-#: a swept point whose outcome is the operator's random map order: its executions under each order differ
-UNDECIDED = "UNDECIDED"
-SWEEP_OUTCOMES = OUTCOMES + (UNDECIDED,)
 _STEP = re.compile(r"([A-Za-z_]\w*)(?:\[(\d+)\])?")
 MAX_VALUES_PER_FIELD = defaults.MAX_VALUES_PER_VARIATION
 
@@ -46,9 +42,12 @@ class Cell:
     counts: Counter = field(default_factory=Counter)
     masked: int = 0
     total: int = 0
-    #: outcome -> (assignment, Execution); at a point the map order decides, the assignment ends with the orders that
-    #: execution took (for UNDECIDED, the first execution whose outcome is bad here)
+    #: outcome -> (assignment, Execution); where Go's map order decided, the assignment ends with the order it took
     counterexamples: dict = field(default_factory=dict)
+    #: points whose outcome Go's map order decides (their orders' outcomes differ; each counted under the worst)
+    map_order_decided: int = 0
+    #: the first such point: (assignment, ((pins, outcome) per order, ...))
+    map_order_example: Optional[tuple] = None
 
     def share(self, outcome: str) -> float:
         return self.counts[outcome] / self.total if self.total else 0.0
@@ -84,17 +83,23 @@ def wanted_outcome(message: pb.Scenario) -> str:
 
 def outcome_meanings(message: pb.Scenario) -> dict[str, str]:
     """Each outcome, good or bad for this scenario: the wanted one is good; a job that succeeds after its
-    attempt's trouble was over (say, a preemption after training finished) is neither; the rest are bad, and so is a
-    point whose outcome Go's map order decides (at most one of its outcomes is the wanted one)."""
+    attempt's trouble was over (say, a preemption after training finished) is neither; the rest are bad."""
     wanted = wanted_outcome(message)
-    return {o: GOOD if o == wanted else NEUTRAL if o == "SUCCEEDED" else BAD for o in SWEEP_OUTCOMES}
+    return {o: GOOD if o == wanted else NEUTRAL if o == "SUCCEEDED" else BAD for o in OUTCOMES}
 
 
 def shown_outcomes(result: "SweepResult") -> tuple[str, ...]:
-    """The outcomes a table or plot shows: all of them, except a job that never ends, or a point left to the map
-    order, when there was none."""
-    rare = ("STILL_RUNNING", UNDECIDED)
-    return tuple(o for o in SWEEP_OUTCOMES if o not in rare or any(c.counts[o] for c in result.cells))
+    """The outcomes a table or plot shows: all of them, except a job that never ends when none did."""
+    return tuple(o for o in OUTCOMES if o != "STILL_RUNNING" or any(c.counts[o] for c in result.cells))
+
+
+#: how a report labels the points whose outcome Go's map order decides (`Cell.map_order_decided`)
+MAP_ORDER_LABEL = "decided by Go's map order"
+
+
+def map_order_decides(result: "SweepResult") -> bool:
+    """Whether Go's map order decided any point of the sweep (a report then shows how many, per cell)."""
+    return any(cell.map_order_decided for cell in result.cells)
 
 
 def headline(final_phase: str, attempts: int) -> str:
@@ -338,6 +343,12 @@ def assignments(variations: Sequence[Variation], samples: int, seed: int) -> tup
     return (decode(i) for i in indices), count, exhaustive
 
 
+def _pinned(assignment: tuple, pins: tuple) -> tuple:
+    """The assignment with the map orders an execution took: what `simulate` is given to replay it (a pin replaces a
+    varied value of the same field, e.g. a sweep over `replica_map_order` that includes leaving it unset)."""
+    return tuple({**dict(assignment), **dict(pins)}.items())
+
+
 def _assignment_text(assignment) -> str:
     return " ".join(f"{name}={value!r}" for name, value in assignment)
 
@@ -349,17 +360,18 @@ def sweep(
     seed: int = 0,
     plugins: Sequence[str] = tuple(PLUGIN_VARIANTS),
     flags: Sequence[bool] = (True, False),
-    on_case: Optional[Callable[[tuple, Cell, Execution, str], None]] = None,
+    on_case: Optional[Callable[[tuple, Cell, Execution, str, tuple], None]] = None,
     progress: Optional[Callable[[int, int], None]] = None,
     deployment=None,
 ) -> SweepResult:
     """Simulate every planned assignment under every plugin x flag cell.
 
-    A point whose job the operator's random map order decides (`simulate_each_map_order`) counts once: under the
-    outcome its executions share, or UNDECIDED when they differ.
+    A point whose job the operator's random map order decides is run under each order (`simulate_each_map_order`)
+    and counts once, under the worst outcome its orders give (bad, then neutral, then good: what a design must
+    survive, whichever order Go takes); where those outcomes differ, `Cell.map_order_decided` counts it too.
 
-    `on_case(assignment, cell, execution, outcome)` sees each simulation as it finishes (for `--out`), at such a
-    point each execution with the orders it took appended to the assignment, and the point's outcome;
+    `on_case(assignment, cell, execution, outcome, pins)` sees each simulation as it finishes (for `--out`): at such
+    a point one per order, `pins` the orders it took, `outcome` its own;
     `progress(done, total)` is told after each assignment. `deployment` (see `deployment.py`) replaces
     the scenario's propeller settings in every case.
     """
@@ -385,17 +397,19 @@ def sweep(
             except ScenarioError as e:
                 raise ScenarioError(f"--vary {_assignment_text(assignment)}, {cell.plugin}: {e}") from None
             outcomes = [outcome_of(execution) for _, execution in executions]
-            outcome = outcomes[0] if len(set(outcomes)) == 1 else UNDECIDED
-            cell.counts[outcome] += 1
+            worst = min(range(len(outcomes)), key=lambda i: _WORST_FIRST.index(meaning[outcomes[i]]))
+            pins, execution = executions[worst]
+            cell.counts[outcomes[worst]] += 1
             cell.total += 1
             cell.masked += any(execution.masked_genuine_error for _, execution in executions)
-            if outcome not in cell.counterexamples:
-                shown = min(range(len(outcomes)), key=lambda i: _WORST_FIRST.index(meaning[outcomes[i]]))
-                pins, execution = executions[shown]
-                cell.counterexamples[outcome] = (assignment + pins, execution)
+            cell.counterexamples.setdefault(outcomes[worst], (_pinned(assignment, pins), execution))
+            if len(set(outcomes)) > 1:
+                cell.map_order_decided += 1
+                if cell.map_order_example is None:
+                    cell.map_order_example = (assignment, tuple((p, o) for (p, _), o in zip(executions, outcomes)))
             if on_case is not None:
-                for pins, execution in executions:
-                    on_case(assignment + pins, cell, execution, outcome)
+                for (pins, execution), outcome in zip(executions, outcomes):
+                    on_case(assignment, cell, execution, outcome, pins)
         if progress is not None:
             progress(done, planned)
     return SweepResult(tuple(variations), planned, exhaustive, tuple(cells), meaning)

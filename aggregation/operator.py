@@ -48,11 +48,17 @@ FAILED_REASON = JOB_KIND + "Failed"
 
 class UndecidedVerdict(ScenarioError):
     """The operator's verdict at some moment of attempt `attempt` is Go's random map order, and the scenario does not
-    pin it: the simulator refuses to pick one."""
+    pin it: the simulator refuses to pick one. `pins` are the ways to pin it, one (field, order name) per order, for a
+    caller that plays each (a sweep, the prover); none when the scenario does not list the attempt, so has no field
+    to pin."""
 
-    def __init__(self, message: str, attempt: int) -> None:
+    def __init__(self, message: str, attempt: int, pinnable: bool) -> None:
         super().__init__(message)
         self.attempt = attempt
+        field = map_order_field(attempt)
+        self.pins: tuple[tuple[str, str], ...] = (
+            tuple((field, order.value) for order in ReplicaMapOrder) if pinnable else ()
+        )
 
 
 def map_order_field(attempt: int) -> str:
@@ -78,6 +84,7 @@ class TrainingOperator:
         delete_job: Optional[Callable[[str], None]] = None,
         map_order: Optional[ReplicaMapOrder] = None,
         attempt: int = 0,
+        listed: bool = True,
     ) -> None:
         self.elastic = elastic
         self.pods = pods
@@ -95,6 +102,7 @@ class TrainingOperator:
         self.delete_job = delete_job  # deletes the PyTorchJob object, saying why
         self.map_order = map_order  # Go's order over the replica specs, where it decides; None: not pinned
         self.attempt = attempt  # which attempt this job is (0 the first), for the field that pins its map order
+        self.listed = listed  # whether the scenario lists the attempt (has the field to pin it)
         self.job_deleted = False
         self.exited: dict[str, int] = {}  # the pods whose exit the operator has heard of, with their exit codes
         self.deleting: list[str] = []  # running pods with a deletion mark, in the order they were marked
@@ -154,14 +162,16 @@ class TrainingOperator:
             # `UpdateJobStatus` ranges over the replica specs, a Go map: the Master's Succeeded (which returns) or the
             # Worker's Failed (after which `setCondition` leaves a failed job's conditions alone) comes first
             if self.map_order is None:
+                listing = "" if self.listed else f"list attempt {self.attempt} in the scenario and "
                 raise UndecidedVerdict(
                     f"the operator's verdict at {self.clock.now:g} s is Go's random map order: master {self.master} "
-                    f"succeeded and worker {failed[0]} failed in the same reconcile; set "
+                    f"succeeded and worker {failed[0]} failed in the same reconcile; {listing}set "
                     f"{map_order_field(self.attempt)} to MASTER_FIRST or WORKER_FIRST to see either",
                     self.attempt,
+                    self.listed,
                 )
             if self.map_order is ReplicaMapOrder.WORKER_FIRST:
-                self._failed(failed)
+                self._failed(failed, master_succeeded=True)
                 return
         if self.master in succeeded:
             why = f"pod {self.master} succeeded: the master succeeded"
@@ -203,9 +213,10 @@ class TrainingOperator:
         self._fail(why, message, clean_up=False)
         return True
 
-    def _failed(self, failed: list[str]) -> None:
+    def _failed(self, failed: list[str], master_succeeded: bool = False) -> None:
         """`UpdateJobStatus`' Failed condition (RestartPolicy Never): its message counts the failed replicas of the
-        replica type whose check came first."""
+        replica type whose check came first in Go's map order (with the Master and Workers failed and the order
+        unset, the model counts the Master's, and says the Workers' is as likely)."""
         name = self.job_name
         workers = [pod for pod in failed if self.elastic or pod != self.master]
         master_failed = not self.elastic and self.master in failed
@@ -219,10 +230,9 @@ class TrainingOperator:
         else:
             message = f"PyTorchJob {name} is failed because {len(workers)} Worker replica(s) failed."
             why = self._failed_reason(workers[0])
-            if master_failed:
-                why += "; the Master failed too, and Go's map order looked at the Worker first"
-            elif not self.elastic and self.exited.get(self.master) == 0:  # in this reconcile: an earlier one ends it
-                why += "; the Master succeeded too, and Go's map order looked at the Worker first"
+            if master_failed or master_succeeded:
+                done = "failed" if master_failed else "succeeded"
+                why += f"; the Master {done} too, and Go's map order looked at the Worker first"
         self._fail(why, message)
 
     def _failed_reason(self, pod: str) -> str:

@@ -18,7 +18,16 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from aggregation.explore import BAD, GOOD, NEUTRAL, OUTCOMES, SweepResult, shown_outcomes  # noqa: E402
+from aggregation.explore import (  # noqa: E402
+    BAD,
+    GOOD,
+    MAP_ORDER_LABEL,
+    NEUTRAL,
+    OUTCOMES,
+    SweepResult,
+    map_order_decides,
+    shown_outcomes,
+)
 from aggregation.printable import CONTROL_ESCAPES  # noqa: E402
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb  # noqa: E402
 
@@ -178,7 +187,8 @@ COLOUR_MAPS = {GOOD: "Greens", BAD: "Reds", NEUTRAL: "Greys"}
 
 
 def outcome_heatmap(result: SweepResult, title: str = "Outcome share per plugin and error aggregation") -> Figure:
-    """The sweep's table as a heat map: rows plugin x aggregation, columns outcomes (+ masked errors).
+    """The sweep's table as a heat map: rows plugin x aggregation, columns outcomes (+ masked errors, + the points Go's
+    map order decided, when there were any).
 
     Each column is coloured by what its outcome means for this scenario (`SweepResult.meaning`): green for
     the outcome a correct plugin produces, red for a bad one, grey for neither; the darker, the larger the share.
@@ -188,6 +198,11 @@ def outcome_heatmap(result: SweepResult, title: str = "Outcome share per plugin 
     columns = [o.replace("_", " ").lower() for o in outcomes] + ["genuine error masked"]
     meanings = [result.meaning.get(o, NEUTRAL) for o in outcomes] + [BAD]
     values = [[c.share(o) for o in outcomes] + [c.masked / c.total if c.total else 0.0] for c in result.cells]
+    if map_order_decides(result):
+        columns.append(MAP_ORDER_LABEL)
+        meanings.append(BAD)
+        for row, cell in zip(values, result.cells):
+            row.append(cell.map_order_decided / cell.total if cell.total else 0.0)
     colours = [
         [matplotlib.colormaps[COLOUR_MAPS[meaning]](0.08 + 0.8 * value) for value, meaning in zip(row, meanings)]
         for row in values

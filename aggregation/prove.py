@@ -24,9 +24,8 @@ from typing import Callable, Iterator, Optional, Sequence
 from google.protobuf.descriptor import FieldDescriptor
 
 from aggregation import defaults, explore
-from aggregation.kinds import ReplicaMapOrder
 from aggregation.nanoseconds import decimal_places, decimal_text, nearest_tick, on_the_grid
-from aggregation.operator import UndecidedVerdict, map_order_field
+from aggregation.operator import UndecidedVerdict
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.results import Execution
 from aggregation.scenario import ScenarioError, ScenarioSource
@@ -213,7 +212,8 @@ class Run:
     execution: Optional[Execution]
     refused: Optional[str]
     untraceable: tuple[str, ...]
-    undecided: Optional[int] = None  # the listed attempt whose job Go's map order decides where the run stopped
+    #: where the run stopped at a moment Go's map order decides: one (field, order) per order, to run each with
+    pins: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -255,16 +255,17 @@ def run_symbolic(problem: Problem, assignment: dict[str, Fraction]) -> Run:
     path = Path({i.field: (i.low, i.high) for i in problem.intervals})
     values = {name: Sym.variable(name, value) for name, value in assignment.items()}
     message = _Overlay(problem.with_values(assignment), "", values)
-    execution, refused, undecided = None, None, None
+    execution, refused, pins = None, None, ()
     with recording(path):
         try:
             execution = simulate(problem.spec_from(message))
         except UndecidedVerdict as e:
-            refused = str(e)
-            undecided = e.attempt if e.attempt < len(problem.message.attempts) else None
+            if not e.pins:
+                refused = str(e)
+            pins = e.pins
         except ScenarioError as e:
             refused = str(e)
-    return Run(tuple(path.constraints), execution, refused, tuple(path.untraceable), undecided)
+    return Run(tuple(path.constraints), execution, refused, tuple(path.untraceable), pins)
 
 
 def replay(problem: Problem, assignment: dict[str, Fraction]) -> Execution:
@@ -512,8 +513,9 @@ def _refuse_a_box_past_the_model_s_limits(problem: Problem, combo: tuple) -> Non
 def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, paths: list) -> str:
     """Every path of one box, by a generational search: a run's path condition c1..cn has as siblings the regions
     c1..c(i-1), not ci; each non-empty sibling is run, and its own siblings below that depth explored in turn.
-    The regions partition the box, so when none is left every assignment has been covered exactly once.
-    Returns "" when complete, else why not."""
+    The regions partition the box, so when none is left every assignment has been covered exactly once; a region
+    whose run reached a moment Go's map order decides is explored again from there once per order, so it is covered
+    once per order, each path naming the order it took. Returns "" when complete, else why not."""
     _refuse_a_box_past_the_model_s_limits(problem, combo)
     solver = Solver(problem.intervals, int(max(1.0, budget.max_seconds - budget.elapsed()) * 1000))
     # a region to explore: its recorded decisions, the one it does not take, and the map orders pinned in it
@@ -533,20 +535,19 @@ def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, 
         if pins not in pinned_problems:
             pinned_problems[pins] = problem.with_choices(pins)
         run = run_symbolic(pinned_problems[pins], point)
-        if run.untraceable:
-            return f"the simulator did what the prover cannot follow exactly: {run.untraceable[0]}"
-        if run.refused is not None and run.undecided is None:
+        if run.refused is not None:
             at = point_text({**dict(combo + pins), **point})
             raise ProveError(f"the box holds scenarios the model refuses, e.g. at {at}: {run.refused}")
+        if run.untraceable:
+            return f"the simulator did what the prover cannot follow exactly: {run.untraceable[0]}"
         depth = len(prefix) + (negated is not None)
         # the run must have taken the region's decisions, in order, and its record must hold at its own point
         if run.constraints[: len(prefix)] != prefix or not all(holds(c, point) for c in run.constraints):
             return "a run did not retrace its region's recorded decisions (a bug in the prover: please report it)"
         for index in range(len(run.constraints) - 1, depth - 1, -1):
             pending.append((run.constraints[:index], run.constraints[index], pins))
-        if run.undecided is not None:  # the whole region this run reached, once per order Go may take
-            for order in ReplicaMapOrder:
-                pending.append((run.constraints, None, pins + ((map_order_field(run.undecided), order.value),)))
+        if run.pins:  # the whole region this run reached, once per order Go may take
+            pending.extend((run.constraints, None, pins + (pin,)) for pin in run.pins)
             continue
         behaviour = behaviour_of(run.execution)
         paths.append(PathResult(combo + pins, point, run.constraints, behaviour, claim.holds(run.execution)))

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Any, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from aggregation.explore import BAD, GOOD, NEUTRAL, SWEEP_OUTCOMES, UNDECIDED, SweepResult, shown_outcomes
+from aggregation.explore import (
+    BAD,
+    GOOD,
+    MAP_ORDER_LABEL,
+    NEUTRAL,
+    OUTCOMES,
+    SweepResult,
+    map_order_decides,
+    shown_outcomes,
+)
 from aggregation.kinds import JobCondition
 from aggregation.printable import CONTROL_ESCAPES
 from aggregation.results import AttemptResult, Execution
@@ -161,9 +170,11 @@ def print_counterexample(console: Console, assignment, execution: Execution) -> 
 _STYLE = {GOOD: "green", BAD: "bold red", NEUTRAL: "", None: ""}
 
 
-def _counts(cell, outcomes) -> list[tuple[str, int]]:
-    """(outcome, count) per shown outcome, then ("MASKED", genuine errors masked)."""
-    return [(o, cell.counts[o]) for o in outcomes] + [("MASKED", cell.masked)]
+def _counts(cell, outcomes, map_order: bool) -> list[tuple[str, int]]:
+    """(outcome, count) per shown outcome, then ("MASKED", genuine errors masked), then, when Go's map order decided
+    a point of the sweep, ("MAP_ORDER", how many)."""
+    extra = [("MAP_ORDER", cell.map_order_decided)] if map_order else []
+    return [(o, cell.counts[o]) for o in outcomes] + [("MASKED", cell.masked)] + extra
 
 
 def _share(count: int, total: int, meaning) -> Text:
@@ -187,13 +198,15 @@ def render_sweep(
         literal(f"{result.assignments} assignments ({how}) of: " + ", ".join(v.field for v in result.variations))
     )
     outcomes = shown_outcomes(result)
+    map_order = map_order_decides(result)
     headers = ["plugin", "aggre-\ngation", *(_outcome_label(o) for o in outcomes), "genuine error masked"]
-    meaning = {**result.meaning, "MASKED": BAD}
+    headers += [MAP_ORDER_LABEL] if map_order else []
+    meaning = {**result.meaning, "MASKED": BAD, "MAP_ORDER": BAD}
     rows = [
         [
             cell.plugin,
             "on" if cell.aggregation else "off",
-            *(_share(count, cell.total, meaning.get(o)) for o, count in _counts(cell, outcomes)),
+            *(_share(count, cell.total, meaning.get(o)) for o, count in _counts(cell, outcomes, map_order)),
         ]
         for cell in result.cells
     ]
@@ -207,7 +220,7 @@ def render_sweep(
         count_width = len(str(result.assignments))
         for cell in result.cells:
             console.print(f"{cell.plugin}, aggregation {'on' if cell.aggregation else 'off'}:")
-            for header, (outcome, count) in zip(headers[2:], _counts(cell, outcomes)):
+            for header, (outcome, count) in zip(headers[2:], _counts(cell, outcomes, map_order)):
                 share = count / cell.total if cell.total else 0.0
                 console.print(
                     Text.assemble(
@@ -219,17 +232,22 @@ def render_sweep(
     if not counterexamples:
         return
     for cell in result.cells:
-        for outcome in SWEEP_OUTCOMES:
-            if outcome in cell.counterexamples and outcome in ("FAILED_PERMANENTLY", "SUCCEEDED_SILENTLY", UNDECIDED):
+        label = f"{cell.plugin}, aggregation {'on' if cell.aggregation else 'off'}"
+        for outcome in OUTCOMES:
+            if outcome in cell.counterexamples and outcome in ("FAILED_PERMANENTLY", "SUCCEEDED_SILENTLY"):
                 assignment, execution = cell.counterexamples[outcome]
-                which = ": the operator's random map order decides it; the order shown ends worst" * (
-                    outcome == UNDECIDED
-                )
-                console.print(
-                    f"\n[bold]{cell.plugin}, aggregation {'on' if cell.aggregation else 'off'}: "
-                    f"first case of {_outcome_label(outcome)}{which}[/bold]"
-                )
+                console.print(f"\n[bold]{label}: first case of {_outcome_label(outcome)}[/bold]")
                 print_counterexample(console, assignment, execution)
+        if cell.map_order_example is not None:
+            assignment, orders = cell.map_order_example
+            console.print(f"\n[bold]{label}: first point Go's map order decides[/bold]")
+            console.print(literal(", ".join(f"{name}={value}" for name, value in assignment)), highlight=False)
+            for pins, outcome in orders:
+                console.print(literal(f"  {' '.join(f'{n}={v}' for n, v in pins)}: {_outcome_label(outcome)}"))
+            console.print(
+                literal("  (counted under the worst; pin the field in the scenario to replay one)"),
+                highlight=False,
+            )
 
 
 def _attempt_verdict(attempt: AttemptResult) -> dict[str, Any]:
@@ -253,6 +271,17 @@ def _variation_to_json(variation) -> dict[str, Any]:
     return {"field": variation.field, "values": list(values)}
 
 
+def _map_order_example_to_json(example) -> Optional[dict[str, Any]]:
+    """The first point Go's map order decides: its assignment and each order's outcome (None when there is none)."""
+    if example is None:
+        return None
+    assignment, orders = example
+    return {
+        "assignment": dict(assignment),
+        "orders": [{"pins": dict(pins), "outcome": outcome} for pins, outcome in orders],
+    }
+
+
 def sweep_to_json(result: SweepResult) -> dict[str, Any]:
     return {
         "assignments": result.assignments,
@@ -264,7 +293,8 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
                 "plugin": cell.plugin,
                 "aggregation": cell.aggregation,
                 "total": cell.total,
-                "counts": {o: cell.counts[o] for o in SWEEP_OUTCOMES},
+                "counts": {o: cell.counts[o] for o in OUTCOMES},
+                "decided_by_map_order": cell.map_order_decided,
                 "genuine_error_masked": cell.masked,
                 "counterexamples": {
                     outcome: {
@@ -276,6 +306,7 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
                     }
                     for outcome, (assignment, execution) in cell.counterexamples.items()
                 },
+                "map_order_example": _map_order_example_to_json(cell.map_order_example),
             }
             for cell in result.cells
         ],
@@ -288,7 +319,7 @@ def render_record_timeline(record, console: Console, label: str) -> None:
         rule(
             console,
             f"{label}: attempt {attempt.attempt}"
-            f"{' (resumes from ' + attempt.resumed_from_checkpoint + ')' if attempt.resumed_from_checkpoint else ''}"
+            f"{' (resumes from ' + attempt.resumed_from_checkpoint + ')' if attempt.resumed_from_checkpoint else ''}",
         )
         print_timeline(console, [(entry.at_seconds, entry.pod, entry.what) for entry in attempt.timeline])
         won = f", {attempt.winning_file} wins ({attempt.rule})" if attempt.winning_file else ""
@@ -360,8 +391,12 @@ def render_phases(phases, console: Console, title: str) -> None:
     """Measured phases (`localjob.calibrate.Phase`) next to the model's timing: a table, or a list if narrow."""
     headers = ("phase", "model", "ms", "min", "median", "p90", "max")
     rows = [
-        (literal(p.name), p.model_timing, f"{p.model_seconds * 1000:.1f}",
-         *(f"{p.quantile(q) * 1000:.1f}" for q in (0, 0.5, 0.9, 1)))
+        (
+            literal(p.name),
+            p.model_timing,
+            f"{p.model_seconds * 1000:.1f}",
+            *(f"{p.quantile(q) * 1000:.1f}" for q in (0, 0.5, 0.9, 1)),
+        )
         for p in phases
     ]
     if fits(console, [[h, *(row[i] for row in rows)] for i, h in enumerate(headers)]):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aggregation.execution import MAX_ATTEMPTS, run_execution
 from aggregation.kinds import ReplicaMapOrder
-from aggregation.operator import UndecidedVerdict, map_order_field
+from aggregation.operator import UndecidedVerdict
 from aggregation.pods import SimulatedPods
 from aggregation.results import AttemptResult, Execution, FinalPhase, Source, success_phase
 from aggregation.scenario import ScenarioSpec
@@ -23,23 +23,18 @@ Pins = tuple[tuple[str, str], ...]
 
 def simulate_each_map_order(spec: ScenarioSpec) -> tuple[tuple[Pins, Execution], ...]:
     """Every execution the operator's random map order allows: one when no moment is left to it, else one per order
-    at each such moment (an attempt at most one: its job is then terminal), each with the orders it took. A moment
-    in an attempt the scenario does not list stays refused: its field does not exist to pin."""
+    at each such moment (an attempt has at most one: its job is then terminal), each with the orders it took. A
+    moment in an attempt the scenario does not list stays refused: it has no field to pin."""
     executions, pending = [], [(spec, ())]
     while pending:
         pinned, pins = pending.pop(0)
         try:
             executions.append((pins, simulate(pinned)))
         except UndecidedVerdict as undecided:
-            if undecided.attempt >= len(pinned.attempts):
+            if not undecided.pins:
                 raise
-            for order in ReplicaMapOrder:
-                pending.append(
-                    (
-                        pinned.with_map_order(undecided.attempt, order),
-                        pins + ((map_order_field(undecided.attempt), order.value),),
-                    )
-                )
+            for pin in undecided.pins:
+                pending.append((pinned.with_map_order(undecided.attempt, ReplicaMapOrder(pin[1])), pins + (pin,)))
     return tuple(executions)
 
 

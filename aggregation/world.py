@@ -170,6 +170,7 @@ class Attempt:
             self._delete_job,
             spec.map_order_for(self.attempt),
             self.attempt,
+            self.attempt < len(spec.attempts),
         )
         self.propeller = PropellerActor(
             self.clock,

@@ -23,6 +23,9 @@ settings.load_profile("aggsim")
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
+#: a non-elastic job whose Master's success and a Worker's deletion mark can reach the operator in one reconcile, with
+#: the map order left to Go (`operator.py`, `UpdateJobStatus`)
+MAP_ORDER_TIE = str(ROOT / "tests" / "data" / "master_finishes_as_a_worker_is_deleted.textproto")
 AGGSIM = str(Path(sys.executable).parent / "aggsim")
 T0 = 1_796_000_000 * 10**9  # an arbitrary instant, in ns
 

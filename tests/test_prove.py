@@ -15,6 +15,7 @@ from fractions import Fraction
 from pathlib import Path as Path_
 
 import pytest
+from conftest import MAP_ORDER_TIE
 from google.protobuf import text_format
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -390,9 +391,7 @@ EXACTNESS_CASES.append(
         True,
     )
 )
-#: a non-elastic job whose Master's success and a Worker's deletion mark can reach the operator in one reconcile: the
-#: map order is left to Go, so where they do, the prover explores both orders (`operator.py`, `UpdateJobStatus`)
-MAP_ORDER_TIE = str(Path_(__file__).parent / "data" / "master_finishes_as_a_worker_is_deleted.textproto")
+# where the Master's success and the Worker's deletion mark meet, the prover explores both orders
 EXACTNESS_CASES += [
     (  # the tie is a plane of the box (the deletion at the Master's exit)
         MAP_ORDER_TIE,

@@ -13,6 +13,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from conftest import MAP_ORDER_TIE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -150,9 +151,6 @@ def test_a_product_of_varied_fields_is_refused_not_drawn() -> None:
     interval = parse_range("job.monitor_interval_seconds=1..5", source.message)
     with pytest.raises(ProveError, match="cannot be drawn exactly"):
         region_map(source, x, interval, "recoverable", True)
-
-
-MAP_ORDER_TIE = str(Path(__file__).parent / "data" / "master_finishes_as_a_worker_is_deleted.textproto")
 
 
 def test_a_map_order_tie_on_a_line_is_drawn_and_one_across_an_area_is_refused() -> None:

@@ -478,23 +478,26 @@ def test_go_s_map_order_decides_a_master_s_success_beside_a_worker_s_failure(ord
     random order: the Master first sets Succeeded and returns; the Worker first sets Failed, and the Master's
     Succeeded is then dropped (`pkg/util/status.go` `setCondition`: nothing changes a failed job's conditions).
     The attempt's `replica_map_order` picks the order; unset, the simulator refuses the moment, naming the field."""
+
+    def fail_b(operator):
+        return operator.pod_exited("b", 1) if worker_failure == "exit" else operator.pod_deleted("b")
+
+    # apart, the moments are decided whatever the order, unset too: the first ends the job
+    for master_first, ends in ((True, ("Succeeded", "")), (False, ("Failed", FAILED % "1 Worker"))):
+        clock, operator, deleted, terminal = _operator(False, map_order=order, pods=("a", "b", "c"))
+        clock.at(5 if master_first else 6, lambda o=operator: o.pod_exited("a", 0))
+        clock.at(6 if master_first else 5, lambda o=operator: fail_b(o))
+        clock.run(lambda: False)
+        assert terminal == [ends]
     clock, operator, deleted, terminal = _operator(False, map_order=order, pods=("a", "b", "c"))
-    fail_b = (lambda: operator.pod_exited("b", 1)) if worker_failure == "exit" else (lambda: operator.pod_deleted("b"))
-    clock.at(5, lambda: (operator.pod_exited("a", 0), fail_b()))
+    clock.at(5, lambda: (operator.pod_exited("a", 0), fail_b(operator)))
     if order is None:
         with pytest.raises(UndecidedVerdict, match=r"set attempts\[1\]\.replica_map_order to MASTER_FIRST or WORK"):
             clock.run(lambda: False)
         return
     clock.run(lambda: False)
-    assert (
-        terminal == [("Succeeded", "")] if order is ReplicaMapOrder.MASTER_FIRST else [("Failed", FAILED % "1 Worker")]
-    )
-    # apart, the moments are decided whatever the order: the Master's success alone ends the job
-    clock, operator, deleted, terminal = _operator(False, map_order=order, pods=("a", "b", "c"))
-    clock.at(5, lambda: operator.pod_exited("a", 0))
-    clock.at(6, fail_b)
-    clock.run(lambda: False)
-    assert terminal == [("Succeeded", "")]
+    expected = ("Succeeded", "") if order is ReplicaMapOrder.MASTER_FIRST else ("Failed", FAILED % "1 Worker")
+    assert terminal == [expected]
 
 
 @pytest.mark.parametrize("order", [None, *ReplicaMapOrder])
@@ -1607,13 +1610,12 @@ def rounds_of(attempt, what):
     return [e.at for e in attempt.timeline if e.what is what]
 
 
-def test_a_sweep_counts_a_point_the_map_order_decides_as_undecided_and_logs_each_order(tmp_path):
-    """`explore.sweep` runs such a point under each order (`simulate_each_map_order`): their outcomes differ, so it
-    counts once, as UNDECIDED (bad: whichever order Go takes, one of them is not the wanted outcome); its first case
-    is shown with the order that ends worst appended, which `simulate` replays; `--out` has a row per order. The
-    points either side are decided and counted as usual."""
+def test_a_sweep_counts_a_point_the_map_order_decides_under_its_worst_outcome_and_logs_each_order(tmp_path):
+    """`explore.sweep` runs such a point under each order (`simulate_each_map_order`) and counts it once, under the
+    worst outcome its orders give (here the Worker first: a retry, bad where a genuine error should fail the node),
+    and in `map_order_decided`. That case is shown with its order, which `simulate` replays; `--out` has a row per
+    order, each with its own outcome and its order. The point after it is decided, and counted as it is."""
     from aggregation.caselog import CaseLog
-    from aggregation.explore import UNDECIDED
     from aggregation.scenario import parse_scenario_source
 
     text = scenario_text(_tie_with_a_exit("elastic: false"), job="elastic: false")
@@ -1624,24 +1626,88 @@ def test_a_sweep_counts_a_point_the_map_order_decides_as_undecided_and_logs_each
     with CaseLog(str(rows), [deletion]) as log:
         result = sweep(
             source,
-            [Variation(deletion, (at - 0.5, at, at + 0.5))],
+            [Variation(deletion, (at, at + 0.5))],
             plugins=("upstream",),
             flags=(True,),
-            on_case=lambda a, cell, e, outcome: log.write(a, cell.plugin, cell.aggregation, e, outcome),
+            on_case=lambda a, cell, *case: log.write(a, cell.plugin, cell.aggregation, *case),
         )
     [cell] = result.cells
-    assert (cell.counts[UNDECIDED], cell.total) == (1, 3) and result.meaning[UNDECIDED] == "bad"
-    assignment, execution = cell.counterexamples[UNDECIDED]
+    assert result.meaning["RETRIED"] == "bad"  # the scenario's genuine error should fail the node for good
+    # after the tie the Master's success ends the job, and propeller reads the error files: a failure for good
+    assert dict(cell.counts) == {"RETRIED": 1, "FAILED_PERMANENTLY": 1} and cell.map_order_decided == 1
+    assignment, execution = cell.counterexamples["RETRIED"]
     assert assignment == ((deletion, at), ("attempts[0].replica_map_order", "WORKER_FIRST"))
-    assert outcome_of(execution) == "RETRIED"  # bad here: a genuine error should fail the node for good
-    assert sweep_to_json(result)["cells"][0]["counts"][UNDECIDED] == 1
+    assert cell.map_order_example == (
+        ((deletion, at),),
+        (
+            ((("attempts[0].replica_map_order", "MASTER_FIRST"),), "FAILED_PERMANENTLY"),
+            ((("attempts[0].replica_map_order", "WORKER_FIRST"),), "RETRIED"),
+        ),
+    )
+    as_json = sweep_to_json(result)["cells"][0]
+    assert as_json["decided_by_map_order"] == 1
+    assert as_json["map_order_example"]["orders"][1] == {
+        "pins": {"attempts[0].replica_map_order": "WORKER_FIRST"},
+        "outcome": "RETRIED",
+    }
     lines = rows.read_text().splitlines()
-    assert lines[0].endswith(",replica_map_order") and len(lines) == 1 + 4
-    tied = [line for line in lines if ",UNDECIDED," in line]
-    assert [line.rsplit(",", 1)[1] for line in tied] == [
-        "attempts[0].replica_map_order=MASTER_FIRST",
-        "attempts[0].replica_map_order=WORKER_FIRST",
+    assert lines[0].endswith(",replica_map_order") and len(lines) == 1 + 3
+    tied = [line.split(",") for line in lines if line.startswith(repr(at) + ",")]
+    assert [(row[3], row[-1]) for row in tied] == [
+        ("FAILED_PERMANENTLY", "attempts[0].replica_map_order=MASTER_FIRST"),
+        ("RETRIED", "attempts[0].replica_map_order=WORKER_FIRST"),
     ]
     pinned = text.replace("attempts {", "attempts { replica_map_order: WORKER_FIRST")
     replayed = simulate(parse_scenario(pinned, "t", "upstream"))
     assert execution_to_json(replayed) == execution_to_json(execution)
+
+
+def test_a_sweep_over_the_map_order_itself_keeps_each_row_s_varied_value(tmp_path):
+    """Varying `replica_map_order` with unset among its values: the unset point is run under each order, its rows keep
+    the varied value (unset) with the order they took in their own column, and its case names the field once."""
+    from aggregation.caselog import CaseLog
+    from aggregation.scenario import parse_scenario_source
+
+    source = parse_scenario_source(scenario_text(_tie_with_a_exit("elastic: false"), job="elastic: false"), "t")
+    order = "attempts[0].replica_map_order"
+    rows = tmp_path / "cases.jsonl"
+    with CaseLog(str(rows), [order]) as log:
+        result = sweep(
+            source,
+            [Variation(order, ("REPLICA_MAP_ORDER_UNSET", "MASTER_FIRST"))],
+            plugins=("upstream",),
+            flags=(True,),
+            on_case=lambda a, cell, *case: log.write(a, cell.plugin, cell.aggregation, *case),
+        )
+    cases = [json.loads(line) for line in rows.read_text().splitlines()]
+    assert [(c["assignment"][order], c["replica_map_order"], c["outcome"]) for c in cases] == [
+        ("REPLICA_MAP_ORDER_UNSET", f"{order}=MASTER_FIRST", "FAILED_PERMANENTLY"),
+        ("REPLICA_MAP_ORDER_UNSET", f"{order}=WORKER_FIRST", "RETRIED"),
+        ("MASTER_FIRST", None, "FAILED_PERMANENTLY"),
+    ]
+    [cell] = result.cells
+    assert cell.counterexamples["RETRIED"][0] == ((order, "WORKER_FIRST"),)
+
+
+def test_the_sweep_report_shows_how_many_points_go_s_map_order_decided_and_the_first(tmp_path):
+    """In a pipe (one block per cell, nothing cut at 80 columns): a column counts the points Go's map order decided,
+    only when there are some, and the first is listed with each order's outcome."""
+    from conftest import MAP_ORDER_TIE
+
+    vary = ["--vary", "attempts[0].events[1].at_seconds=35.1,35.15", "--plugin", "upstream"]
+    result = subprocess.run([AGGSIM, "sweep", MAP_ORDER_TIE, *vary], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "  decided by Go's map order  1 ( 50%)" in result.stdout
+    block = result.stdout.split("first point Go's map order decides\n", 1)[1].splitlines()
+    assert block[:3] == [
+        "attempts[0].events[1].at_seconds=35.15",
+        "  attempts[0].replica_map_order=MASTER_FIRST: succeeded",
+        "  attempts[0].replica_map_order=WORKER_FIRST: retried",
+    ]
+    assert all(len(line) <= 80 for line in result.stdout.splitlines())
+    apart = subprocess.run(
+        [AGGSIM, "sweep", MAP_ORDER_TIE, *vary[:1], "attempts[0].events[1].at_seconds=35.1,35.2", *vary[2:]],
+        capture_output=True,
+        text=True,
+    )
+    assert apart.returncode == 0 and "map order" not in apart.stdout
