@@ -118,10 +118,8 @@ def test_a_nested_key_stays_inside(tmp_path):
     assert prefix.add("w", name="errors/error-1.pb") == tmp_path / "prefix" / "errors" / "error-1.pb"
 
 
-@pytest.mark.parametrize(
-    "field, value",
-    [("worker", 7), ("code", 1.5), ("message", None), ("offset", "soon"), ("offset", float("nan")), ("offset", True)],
-)
+@pytest.mark.parametrize("field, value", [("worker", 7), ("code", 1.5), ("message", None), ("offset", "soon"),
+                                          ("offset", float("nan")), ("offset", True)])
 def test_wrongly_typed_arguments_say_which_one(tmp_path, field, value):
     from aggregation.pytest_plugin import ErrorPrefix
 

@@ -140,13 +140,8 @@ def test_missing_bucket(s3, command):
 
 def test_closed_port():
     port = free_port()  # nothing listens there
-    done = aggsim(
-        {**base_env(f"http://127.0.0.1:{port}"), "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"},
-        "explain",
-        f"s3://{BUCKET}/run/0",
-        "--timeout",
-        "5",
-    )
+    done = aggsim({**base_env(f"http://127.0.0.1:{port}"), "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"},
+                  "explain", f"s3://{BUCKET}/run/0", "--timeout", "5")
     assert_one_line(done, "cannot connect")
 
 
