@@ -103,9 +103,10 @@ def refine_first_failure_timestamp(first_failure: Any) -> Optional[float]:
     detection time): whole seconds, truncated. A survivor whose worker failed *because* a peer pod was
     signalled at t0 + 0.2 is then stamped t0, up to a second before the signal it was caused by, and wins
     the earliest-error aggregation against the true first failure. The worker's error file is written at
-    the moment of failure, so its mtime carries the sub-second part. We use it only when it agrees with
-    torch's stamp to the second (same whole second); otherwise (no error file, clock skew, a file
-    rewritten later) torch's stamp stands.
+    the moment of failure, so its mtime carries the sub-second part. Linux stamps files from its coarse
+    clock, so a refined stamp may be up to a tick (a few milliseconds) early: far inside the second torch
+    loses. We use it only when it agrees with torch's stamp to the second (same whole second); otherwise
+    (no error file, clock skew, a file rewritten later) torch's stamp stands.
     """
     stamp = getattr(first_failure, "timestamp", None)
     if stamp is None:
