@@ -8,10 +8,12 @@ running pod that is being deleted counts as failed (`pkg/core/status.go` `Update
 the job is terminal, CleanPodPolicy decides which pods are deleted (`pkg/controller.v1/common/job.go`
 `deletePodsAndServices`: Running deletes the running ones, All every one; each deletion of a running pod is a
 SIGTERM, and SIGKILL after the grace period; the model deletes, under either, the pods it counts as running, as
-the others have no container left to stop). One reconcile reads every pod (`ReconcileJobs`), so the changes heard at
-one instant are decided together, after the instant's other events; where Go's map order would decide them (a
-non-elastic Master's success beside a failed Worker), the attempt's `replica_map_order` decides, and where the
-scenario leaves it to Go the simulator refuses the point (`UndecidedVerdict`; a sweep and `prove` run both orders).
+the others have no container left to stop). One reconcile reads every pod (`ReconcileJobs`), so the changes heard
+before it runs are decided together: those of one instant, after the instant's other events, and with a busy work
+queue (`job.reconcile_seconds`) those of the wait between the first change and the read. Where Go's map order
+would decide them (a non-elastic Master's success beside a failed Worker), the attempt's `replica_map_order` decides,
+and where the scenario leaves it to Go the simulator refuses the point (`UndecidedVerdict`; a sweep and `prove` run
+both orders).
 
 Before the replica statuses, `ReconcileJobs` checks the RunPolicy's limits (`job.backoff_limit`,
 `job.active_deadline_seconds`): past one, it deletes every pod (`DeletePodsAndServices` while the job is not yet
@@ -27,9 +29,9 @@ the one its status update wakes (`job.cleanup_seconds` later) deletes it or asks
 that fails the job runs `CleanupJob` with the CompletionTime it has just set (not yet truncated), so a negative TTL
 deletes the job there, before its Failed condition is written.
 
-The cluster's latencies are the scenario's (`job.pod_status_seconds`, `job.cleanup_seconds`; 0 by default: the
-operator hears and cleans up at once). The same operator runs simulated and real jobs: it only hears of pod exits
-and deletions, and asks for deletions.
+The cluster's latencies are the scenario's (`job.pod_status_seconds`, `job.reconcile_seconds`, `job.cleanup_seconds`;
+0 by default: the operator hears, decides and cleans up at once). The same operator runs simulated and real jobs: it
+only hears of pod exits and deletions, and asks for deletions.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ class TrainingOperator:
         map_order: Optional[ReplicaMapOrder] = None,
         attempt: int = 0,
         listed: bool = True,
+        reconcile_delay: float = 0.0,
     ) -> None:
         self.elastic = elastic
         self.pods = pods
@@ -103,6 +106,7 @@ class TrainingOperator:
         self.map_order = map_order  # Go's order over the replica specs, where it decides; None: not pinned
         self.attempt = attempt  # which attempt this job is (0 the first), for the field that pins its map order
         self.listed = listed  # whether the scenario lists the attempt (has the field to pin it)
+        self.reconcile_delay = reconcile_delay  # a pod update wakes a reconcile -> the reconcile reads the pods
         self.job_deleted = False
         self.exited: dict[str, int] = {}  # the pods whose exit the operator has heard of, with their exit codes
         self.deleting: list[str] = []  # running pods with a deletion mark, in the order they were marked
@@ -127,12 +131,13 @@ class TrainingOperator:
             self._wake()
 
     def _wake(self) -> None:
-        """A pod update wakes a reconcile (`OnDependentUpdateFunc`). It reads every pod as the API server holds it
-        by then: every change heard at this instant is in the same reconcile, which runs after the instant's other
-        events (the watch and the work queue take time, however little)."""
+        """A pod update wakes a reconcile (`OnDependentUpdateFunc` adds the job's key to the work queue). It runs
+        `reconcile_delay` later, after that instant's other events (the watch and the work queue take time, however
+        little), and reads every pod as the API server holds it by then: every change heard until it runs joins
+        it (the queue holds a key once), and is decided together."""
         if self.condition is None and not self._reconcile_due:
             self._reconcile_due = True
-            self.clock.at(self.clock.now, self._reconcile, late=True)
+            self.clock.at(self.clock.now + self.reconcile_delay, self._reconcile, late=True)
 
     def _reconcile(self) -> None:
         """`ReconcileJobs` (the RunPolicy's limits first) -> `UpdateJobReplicaStatuses` (each pod by its phase: a heard

@@ -103,6 +103,7 @@ class ScenarioSpec:
     round_retry: float = defaults.ROUND_RETRY_SECONDS
     pod_status_delay: float = defaults.POD_STATUS_SECONDS  # a pod's exit -> the operator hears of it
     cleanup_delay: float = defaults.CLEANUP_SECONDS  # the job turns terminal -> the operator's CleanPodPolicy deletions
+    reconcile_delay: float = defaults.RECONCILE_SECONDS  # a pod update wakes a reconcile -> it reads the pods
     active_deadline: Optional[int] = None  # RunPolicy.ActiveDeadlineSeconds, None when Flyte leaves it unset
     backoff_limit: Optional[int] = None  # RunPolicy.BackoffLimit, None when Flyte leaves it unset
     ttl_after_finished: Optional[int] = None  # RunPolicy.TTLSecondsAfterFinished, None when Flyte leaves it unset
@@ -468,6 +469,8 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
     non_negative(pod_status, r"pod_status_seconds", "job.pod_status_seconds")
     cleanup = job.cleanup_seconds if job.HasField("cleanup_seconds") else defaults.CLEANUP_SECONDS
     non_negative(cleanup, r"cleanup_seconds", "job.cleanup_seconds")
+    reconcile = job.reconcile_seconds if job.HasField("reconcile_seconds") else defaults.RECONCILE_SECONDS
+    non_negative(reconcile, r"reconcile_seconds", "job.reconcile_seconds")
     # RunPolicy: flyteplugins `ParseRunPolicy` sets a field only when it is not 0
     deadline = job.active_deadline_seconds or None
     if deadline is not None and deadline < 0:
@@ -585,6 +588,7 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         grace=grace,
         pod_status_delay=pod_status,
         cleanup_delay=cleanup,
+        reconcile_delay=reconcile,
         active_deadline=deadline,
         backoff_limit=backoff_limit,
         ttl_after_finished=ttl_after_finished,

@@ -135,9 +135,12 @@ def scenarios(
     interval = monitor_interval_of(job)
     if not playable and draw(st.booleans()):
         job.termination_grace_period_seconds = draw(_seconds(1.0, 30.0))
-    # the cluster's latencies to the operator (the kubelet's status report; the reconcile that cleans up)
+    # the cluster's latencies to the operator (the kubelet's status report; the work queue's wait before a
+    # reconcile reads the pods; the reconcile that cleans up)
     if draw(st.booleans()):
         job.pod_status_seconds = draw(_seconds(0.0, 1.5))
+    if draw(st.booleans()):
+        job.reconcile_seconds = draw(_seconds(0.0, 0.5))
     if draw(st.booleans()):
         job.cleanup_seconds = draw(_seconds(0.0, 0.5))
 
@@ -198,6 +201,10 @@ _TIMING_RANGES = {
 def _box_fields(message: pb.Scenario) -> list[tuple[str, float, float, float]]:
     """(field, its value, lowest, highest) for every number in `message` a box may vary."""
     fields = [("propeller.observation_delay_seconds", message.propeller.observation_delay_seconds, 0.0, 30.0)]
+    fields += [
+        (f"job.{name}", getattr(message.job, name), 0.0, 2.0)
+        for name in ("pod_status_seconds", "reconcile_seconds", "cleanup_seconds")
+    ]
     timed = [("timings", message.timings)]
     timed += [(f"pod_timings[{k}].timings", o.timings) for k, o in enumerate(message.pod_timings)]
     for prefix, timings in timed:

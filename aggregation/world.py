@@ -171,6 +171,7 @@ class Attempt:
             spec.map_order_for(self.attempt),
             self.attempt,
             self.attempt < len(spec.attempts),
+            spec.reconcile_delay,
         )
         self.propeller = PropellerActor(
             self.clock,

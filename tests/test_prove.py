@@ -404,6 +404,13 @@ EXACTNESS_CASES += [
         "recoverable",
         True,
     ),
+    (  # a busy operator's wait makes the tie an area: the deletion up to `reconcile_seconds` after the Master's exit
+        MAP_ORDER_TIE,
+        "outcome=RETRIED",
+        ("attempts[0].events[1].at_seconds=35..35.6", "job.reconcile_seconds=0..0.3"),
+        "recoverable",
+        False,
+    ),
     (  # the tie everywhere: neither field moves either moment, so the whole box is explored once per order
         MAP_ORDER_TIE,
         "outcome=RETRIED",
@@ -856,6 +863,39 @@ def test_the_readme_table_is_what_prove_answers_today() -> None:
     assert answers["preemption_during_training", "upstream", True] == P.COUNTEREXAMPLE
     assert answers["preemption_during_training", "seed-pr", True] == P.COUNTEREXAMPLE
     assert all(v == P.PROVED for (_, plugin, _), v in answers.items() if plugin == "recoverable")
+
+
+def test_go_s_map_order_decides_exactly_where_the_operator_s_wait_covers_the_gap_between_two_changes(tmp_path):
+    """training-operator v1.8.0: a reconcile reads every pod when the work queue's one worker takes the job's key
+    (`--controller-threads` 1), so a change heard before then is decided with the one that woke it. The Master's exit
+    0 at 35.15 s and the Worker's deletion mark 0.25 s later meet in one reconcile, where `UpdateJobStatus`' map
+    order decides, exactly where `job.reconcile_seconds` >= 0.25; below, the Master's success alone is the verdict."""
+    text = Path_(MAP_ORDER_TIE).read_text().replace("at_seconds: 35.15", "at_seconds: 35.4")
+    busy = tmp_path / "busy.textproto"
+    busy.write_text(text)
+    proof = _proof(str(busy), "outcome=RETRIED", ("job.reconcile_seconds=0..1",), "recoverable", True)
+    assert proof.verdict == P.COUNTEREXAMPLE
+    solver = P.Solver(proof.intervals, 60_000)
+    wait = solver.vars["job.reconcile_seconds"]
+
+    def can(path, condition) -> bool:
+        solver.solver.push()
+        solver.solver.add(solver.conjunction(path.constraints), condition)
+        found = solver.solver.check() == solver.z3.sat
+        solver.solver.pop()
+        return found
+
+    gap = Fraction(1, 4)
+    by_order = {}
+    for path in proof.paths:
+        order = dict(path.choices).get("attempts[0].replica_map_order")
+        if order is None:  # the Master's success decided alone
+            assert not can(path, wait >= gap) and path.behaviour.final_phase == "SUCCEEDED", path.witness
+        else:
+            assert not can(path, wait < gap), path.witness
+            by_order.setdefault(order, set()).add(path.behaviour.final_phase)
+    # the Master first: Succeeded, and nothing to read; the Worker first: Failed, and the node retries
+    assert by_order == {"MASTER_FIRST": {"SUCCEEDED"}, "WORKER_FIRST": {"RETRIED_THEN_SUCCEEDED"}}
 
 
 def test_a_witness_names_its_discrete_choices_and_its_map_order_so_simulate_replays_it(tmp_path) -> None:

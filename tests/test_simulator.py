@@ -450,7 +450,7 @@ def test_past_the_deadline_every_pod_is_deleted_whatever_the_clean_pod_policy():
     assert plain.job_condition == "Succeeded" and not any(e.what is What.DELETES_POD for e in plain.timeline)
 
 
-def _operator(elastic: bool, backoff_limit=None, map_order=None, pods=("a", "b")):
+def _operator(elastic: bool, backoff_limit=None, map_order=None, pods=("a", "b"), reconcile_delay=0.0):
     """The operator on its own clock, recording its deletions and its terminal condition."""
     clock, deleted, terminal = Clock(), [], []
     operator = TrainingOperator(
@@ -464,6 +464,7 @@ def _operator(elastic: bool, backoff_limit=None, map_order=None, pods=("a", "b")
         backoff_limit=backoff_limit,
         map_order=map_order,
         attempt=1,
+        reconcile_delay=reconcile_delay,
     )
     return clock, operator, deleted, terminal
 
@@ -498,6 +499,34 @@ def test_go_s_map_order_decides_a_master_s_success_beside_a_worker_s_failure(ord
     clock.run(lambda: False)
     expected = ("Succeeded", "") if order is ReplicaMapOrder.MASTER_FIRST else ("Failed", FAILED % "1 Worker")
     assert terminal == [expected]
+
+
+@pytest.mark.parametrize("elastic", [True, False])
+@pytest.mark.parametrize("gap", [0.0, 0.2, 0.3, 0.31])
+def test_a_busy_work_queue_decides_every_change_it_waited_for_in_one_reconcile(elastic, gap):
+    """training-operator v1.8.0: a pod update adds the job's key to the work queue (`OnDependentUpdateFunc`), and
+    `ReconcileJobs` reads every pod when a worker takes it; one worker serves the whole cluster by default
+    (`cmd/training-operator.v1/main.go` `--controller-threads` 1). With the read `job.reconcile_seconds` (0.3 s)
+    after the first change, a second change up to then, its instant included, is in the same reconcile: a failure
+    then a success of two elastic Workers is Succeeded (`UpdateJobStatus` sets Succeeded first), and a non-elastic
+    Master's success beside a Worker's failure is Go's map order. A later change comes after the verdict."""
+    clock, operator, deleted, terminal = _operator(elastic, pods=("a", "b"), reconcile_delay=0.3)
+    at = []
+    operator.on_terminal = lambda condition, why, message: (terminal.append(condition.value), at.append(clock.now))
+    first, second = (("b", 1), ("a", 0)) if elastic else (("a", 0), ("b", 1))
+    clock.at(5, lambda: operator.pod_exited(*first))
+    clock.at(5 + gap, lambda: operator.pod_exited(*second))
+    together = gap <= 0.3
+    if together and not elastic:
+        with pytest.raises(UndecidedVerdict, match=r"at 5.3 s is Go's random map order"):
+            clock.run(lambda: False)
+        return
+    clock.run(lambda: False)
+    assert at == [pytest.approx(5.3)]  # the verdict waits for the read, whatever it decides
+    if elastic:
+        assert terminal == ["Succeeded" if together else "Failed"]
+    else:  # the Master's success alone: Succeeded, and the Worker's failure comes too late to count
+        assert terminal == ["Succeeded"]
 
 
 @pytest.mark.parametrize("order", [None, *ReplicaMapOrder])
@@ -879,6 +908,8 @@ def test_small_spaces_are_enumerated_with_a_minimal_counterexample():
         ("", "", "failed_worker_exit_seconds: -1", "timings.failed_worker_exit_seconds: must be >= 0"),
         ("", "", "finished_worker_exit_seconds: -2", "timings.finished_worker_exit_seconds: must be >= 0"),
         ("", "pod_status_seconds: -0.5", "", "job.pod_status_seconds: must be >= 0"),
+        ("", "reconcile_seconds: -0.1", "", "job.reconcile_seconds: must be >= 0"),
+        ("", "reconcile_seconds: inf", "", "job.reconcile_seconds: must be a finite number"),
         ("", "cleanup_seconds: 1e12", "", "job.cleanup_seconds: 1e+12 s is beyond the"),
         ("", "cleanup_seconds: nan", "", "job.cleanup_seconds: must be a finite number"),
     ],
