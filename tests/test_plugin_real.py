@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from plugin.task import FILE_TIME_GRAIN_SECONDS
+
 pytestmark = [pytest.mark.plugin, pytest.mark.real, pytest.mark.timeout(180)]
 
 POD_TIMEOUT = 90  # seconds: a pod that has not exited by then is a failure, and is killed
@@ -43,11 +45,10 @@ def uploaded_files(prefix: Path) -> list[str]:
     return sorted(str(p.relative_to(prefix)) for p in prefix.rglob("*") if p.is_file())
 
 
-#: How far a file's mtime may trail a `time.time()` read before the file was written. Linux stamps files from
-#: its coarse clock (`current_time()`; since 6.13 clamped by the multigrain floor), which lags the fine clock
-#: by up to a tick: 4 ms at HZ=250, measured up to 7 ms on a 2-core VM. The plugin refines torch's stamp with
-#: a worker error file's mtime, so a stamp may sit this much before the `raise` the worker recorded.
-FILE_TIME_SLACK_SECONDS = 0.02
+#: How far a file's mtime may trail a `time.time()` read before the file was written (the plugin's own bound):
+#: the plugin refines torch's stamp with a worker error file's mtime, so a stamp may sit this much before the
+#: `raise` the worker recorded.
+FILE_TIME_SLACK_SECONDS = FILE_TIME_GRAIN_SECONDS
 
 
 def stamp(doc) -> float:

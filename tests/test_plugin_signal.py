@@ -232,6 +232,20 @@ def test_first_failure_stamp_is_refined_by_error_file_mtime_when_it_agrees(tmp_p
     assert refine_first_failure_timestamp(failure) == pytest.approx(exact, abs=1e-6)
 
 
+def test_an_mtime_a_file_time_tick_before_torch_s_whole_second_still_refines_it(tmp_path, monkeypatch):
+    """Linux stamps a file from its coarse clock, which trails `time.time()` by up to a tick or two: a failure just
+    after a whole second (torch's `int(time.time())`) can have an mtime just before it. Within
+    `FILE_TIME_GRAIN_SECONDS` it is the failure's moment; further back it is another write, and torch's stamp stays."""
+    from plugin.task import FILE_TIME_GRAIN_SECONDS, refine_first_failure_timestamp
+
+    error_file, failure = _torch_recorded_failure(tmp_path, monkeypatch)
+    just_before = failure.timestamp - 0.004
+    _set_mtime(error_file, just_before)
+    assert refine_first_failure_timestamp(failure) == pytest.approx(just_before, abs=1e-6)
+    _set_mtime(error_file, failure.timestamp - FILE_TIME_GRAIN_SECONDS - 0.01)
+    assert refine_first_failure_timestamp(failure) == failure.timestamp
+
+
 def test_first_failure_stamp_is_kept_when_the_mtime_disagrees(tmp_path, monkeypatch):
     """A file touched in another second (rewritten, copied) says nothing about the failure: keep torch's."""
     from plugin.task import refine_first_failure_timestamp
