@@ -55,8 +55,9 @@ POD_STATUS_SECONDS = 0.0
 # ...and the job's terminal condition reaches its CleanPodPolicy deletions one reconcile later (training-operator
 # v1.8.0 `common/job.go` `ReconcileJobs` deletes pods only when the status it is given is already finished).
 CLEANUP_SECONDS = 0.0
-# ...and a pod update reaches the reconcile that reads it after the work queue's wait (one worker thread for the whole
-# cluster by default, `--controller-threads 1`): every change heard by then is decided together.
+# ...and every reconcile (woken by a pod update, a status write or a requeue) reads the pods after the work queue's
+# wait (one worker thread for every PyTorchJob by default, `--controller-threads 1`): every change heard by then is
+# decided together.
 RECONCILE_SECONDS = 0.0
 # The namespace propeller names when it finds no job: Flyte's default namespace template `{{ project }}-{{ domain }}`
 # (flytepropeller `namespace_mapping`), with the sandbox's project and domain.

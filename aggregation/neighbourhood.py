@@ -28,7 +28,7 @@ from dataclasses import replace
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.record import execution_to_proto, verdict_fields
 from aggregation.scenario import ScenarioSpec
-from aggregation.simulate import simulate
+from aggregation.simulate import simulate_each_map_order
 
 JITTER_SECONDS = 0.3
 PHASE_SPREAD = 0.5  # a pod phase moves by up to this fraction of itself, when that is more than JITTER_SECONDS
@@ -89,9 +89,14 @@ def neighbourhood(
     spec: ScenarioSpec, samples: int = SAMPLES, seed: int = 0, load: float = 1.0, fastest: float = 1.0
 ) -> Counter:
     """verdict key -> how many of the scenario and its `samples` jittered copies (`jittered`, with `load` and
-    `fastest`) end with it."""
+    `fastest`) end with it. A copy whose job Go's map order decides (a moment the scenario leaves it to:
+    `operator.UndecidedVerdict`) counts once per order: a real operator may take either."""
     rng = random.Random(seed)
-    outcomes = Counter({verdict_key(execution_to_proto(simulate(spec))): 1})
+    outcomes = Counter(_verdicts(spec))
     for _ in range(samples):
-        outcomes[verdict_key(execution_to_proto(simulate(jittered(spec, rng, load, fastest))))] += 1
+        outcomes.update(_verdicts(jittered(spec, rng, load, fastest)))
     return outcomes
+
+
+def _verdicts(spec: ScenarioSpec) -> list:
+    return [verdict_key(execution_to_proto(execution)) for _, execution in simulate_each_map_order(spec)]

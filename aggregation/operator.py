@@ -24,8 +24,9 @@ work queue is a `FakeWorkQueue`, so the `AddAfter` that `UpdateJobStatus` asks f
 Once the job is finished, the RunPolicy's TTLSecondsAfterFinished (`job.ttl_seconds_after_finished`) has the operator
 delete the job itself (`CleanupJob`): at the first reconcile at or past its CompletionTime, read back in whole seconds,
 plus the TTL. The reconcile that finishes the job cannot (`Reconcile` looks at the status it fetched, still running);
-the one its status update wakes (`job.cleanup_seconds` later) deletes it or asks for a requeue at the expiry
-(`DurationUntilExpireTime` -> `RequeueAfter`, a real requeue, unlike `AddAfter`). Past a RunPolicy limit, the reconcile
+the one its status update wakes (`job.cleanup_seconds` plus the queue's `job.reconcile_seconds` later) deletes it or
+asks for a requeue at the expiry (`DurationUntilExpireTime` -> `RequeueAfter`, a real requeue, unlike `AddAfter`,
+which waits in the queue as any other). Past a RunPolicy limit, the reconcile
 that fails the job runs `CleanupJob` with the CompletionTime it has just set (not yet truncated), so a negative TTL
 deletes the job there, before its Failed condition is written.
 
@@ -112,6 +113,7 @@ class TrainingOperator:
         self.deleting: list[str] = []  # running pods with a deletion mark, in the order they were marked
         self.condition: Optional[JobCondition] = None
         self._reconcile_due = False
+        self._status_written = (0, 0)  # what the last reconcile wrote: how many pods it counted exited and deleted
 
     def pod_exited(self, pod: str, exit_code: int) -> None:
         """The pod's container exited: the operator hears of it `pod_status_delay` later (the kubelet's status
@@ -142,10 +144,22 @@ class TrainingOperator:
     def _reconcile(self) -> None:
         """`ReconcileJobs` (the RunPolicy's limits first) -> `UpdateJobReplicaStatuses` (each pod by its phase: a heard
         exit 0 succeeded, non-zero failed, a running pod with a deletion mark failed) -> `UpdateJobStatus`, with
-        RestartPolicy Never."""
+        RestartPolicy Never. A job still running whose replica counts changed gets its status written (only then:
+        `reflect.DeepEqual` against the old status), and that write is a job update, which the PyTorchJob watch passes
+        (it filters creations only) and which wakes the next reconcile: `cleanup_delay` later its event reaches the
+        work queue, which holds it `reconcile_delay`. That reconcile reads the pods and the deadline again. With
+        neither latency it would run at this instant and change nothing, so the model skips it."""
         self._reconcile_due = False
         if self.condition is not None:
             return
+        self._update_job_status()
+        written = (len(self.exited), len(self.deleting))
+        if self.condition is None and written != self._status_written:
+            self._status_written = written
+            if self.cleanup_delay or self.reconcile_delay:
+                self._after(self.cleanup_delay, self._wake)
+
+    def _update_job_status(self) -> None:
         succeeded = [pod for pod in self.pods if self.exited.get(pod) == 0]
         failed = [pod for pod in self.pods if self.exited.get(pod, 0) != 0]  # phase Failed
         if self._past_a_limit(failed):
@@ -256,7 +270,10 @@ class TrainingOperator:
         self.on_terminal(condition, why, message)
         if (clean_up and self.clean_pod_policy is not CleanPodPolicy.NONE) or self.ttl_after_finished is not None:
             completed_at = self.clock.now
-            self._after(self.cleanup_delay, lambda: self._finished_reconcile(clean_up, completed_at))
+            # the status write's event reaches the work queue `cleanup_delay` later, and waits there `reconcile_delay`
+            self._after(
+                self.cleanup_delay + self.reconcile_delay, lambda: self._finished_reconcile(clean_up, completed_at)
+            )
 
     def _finished_reconcile(self, clean_up: bool, completed_at: float) -> None:
         """The reconcile the terminal status update wakes: `ReconcileJobs` on a finished job -> `CleanUpResources`
@@ -279,7 +296,8 @@ class TrainingOperator:
             # `currentTime.After(expireTime)`: a reconcile's time.Now() is a little past the moment the model places it
             self._delete_job(f"{why}: expired by this reconcile")
         elif requeue:
-            self.clock.at(expires, lambda: self._delete_job(f"{why}: the requeue at its expiry"))
+            # `RequeueAfter` puts the key back in the work queue at the expiry, where it waits as any other
+            self.clock.at(expires + self.reconcile_delay, lambda: self._delete_job(f"{why}: the requeue at its expiry"))
 
     def _delete_job(self, why: str) -> None:
         """`CleanupJob` -> `DeleteJob`: the PyTorchJob object is gone (no finalizer holds it: flyteplugins injects none

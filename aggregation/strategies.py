@@ -180,8 +180,9 @@ def scenarios(
         events = draw(st.lists(event, min_size=1 if index == 0 else 0, max_size=max_events))  # the first is eventful
         attempt = message.attempts.add()
         attempt.events.extend(events)
-        # now and then Go's map order, which a non-elastic job's reconcile may need (`operator.UndecidedVerdict`)
-        if not job.elastic and draw(st.integers(0, 3)) == 0:
+        # now and then Go's map order, which a non-elastic job's reconcile may need (`operator.UndecidedVerdict`);
+        # always for real pods: the runner's operator follows the scenario's order, and has none to pick by chance
+        if not job.elastic and (playable or draw(st.integers(0, 3)) == 0):
             attempt.replica_map_order = draw(st.sampled_from([pb.MASTER_FIRST, pb.WORKER_FIRST]))
     return message
 

@@ -404,7 +404,7 @@ EXACTNESS_CASES += [
         "recoverable",
         True,
     ),
-    (  # a busy operator's wait makes the tie an area: the deletion up to `reconcile_seconds` after the Master's exit
+    (  # a busy operator's wait makes the tie an area: the deletion within `reconcile_seconds` of the Master's exit
         MAP_ORDER_TIE,
         "outcome=RETRIED",
         ("attempts[0].events[1].at_seconds=35..35.6", "job.reconcile_seconds=0..0.3"),

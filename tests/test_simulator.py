@@ -450,7 +450,7 @@ def test_past_the_deadline_every_pod_is_deleted_whatever_the_clean_pod_policy():
     assert plain.job_condition == "Succeeded" and not any(e.what is What.DELETES_POD for e in plain.timeline)
 
 
-def _operator(elastic: bool, backoff_limit=None, map_order=None, pods=("a", "b"), reconcile_delay=0.0):
+def _operator(elastic: bool, backoff_limit=None, map_order=None, pods=("a", "b"), reconcile_delay=0.0, deadline=None):
     """The operator on its own clock, recording its deletions and its terminal condition."""
     clock, deleted, terminal = Clock(), [], []
     operator = TrainingOperator(
@@ -465,6 +465,7 @@ def _operator(elastic: bool, backoff_limit=None, map_order=None, pods=("a", "b")
         map_order=map_order,
         attempt=1,
         reconcile_delay=reconcile_delay,
+        active_deadline=deadline,
     )
     return clock, operator, deleted, terminal
 
@@ -505,7 +506,7 @@ def test_go_s_map_order_decides_a_master_s_success_beside_a_worker_s_failure(ord
 @pytest.mark.parametrize("gap", [0.0, 0.2, 0.3, 0.31])
 def test_a_busy_work_queue_decides_every_change_it_waited_for_in_one_reconcile(elastic, gap):
     """training-operator v1.8.0: a pod update adds the job's key to the work queue (`OnDependentUpdateFunc`), and
-    `ReconcileJobs` reads every pod when a worker takes it; one worker serves the whole cluster by default
+    `ReconcileJobs` reads every pod when a worker takes it; one worker serves every PyTorchJob by default
     (`cmd/training-operator.v1/main.go` `--controller-threads` 1). With the read `job.reconcile_seconds` (0.3 s)
     after the first change, a second change up to then, its instant included, is in the same reconcile: a failure
     then a success of two elastic Workers is Succeeded (`UpdateJobStatus` sets Succeeded first), and a non-elastic
@@ -527,6 +528,29 @@ def test_a_busy_work_queue_decides_every_change_it_waited_for_in_one_reconcile(e
         assert terminal == ["Succeeded" if together else "Failed"]
     else:  # the Master's success alone: Succeeded, and the Worker's failure comes too late to count
         assert terminal == ["Succeeded"]
+
+
+@pytest.mark.parametrize("deadline", [None, 33])
+def test_a_status_write_wakes_the_next_reconcile_after_the_queue_s_wait(deadline):
+    """training-operator v1.8.0 `common/job.go` `ReconcileJobs` writes the job's status when the replica counts changed
+    (`reflect.DeepEqual`), and the PyTorchJob watch (`pytorchjob_controller.go` `SetupWithManager`, a predicate on
+    creations only) passes that update on: it wakes the next reconcile, which waits in the queue too. Non-elastic,
+    a 1.5 s wait: Worker b's success at 31 s is read at 32.5 s, and the write's reconcile reads the pods at 34 s, with
+    the Master's success at 33 s in it: Succeeded there, before Worker c's failure at 34.2 s (without the follow-up,
+    the Master's exit would wake a reconcile at 34.5 s, and Go's map order would decide). Past a 33 s deadline, that
+    reconcile fails the job and deletes the pods still running (`ReconcileJobs`' RunPolicy check)."""
+    clock, operator, deleted, terminal = _operator(False, pods=("a", "b", "c"), reconcile_delay=1.5, deadline=deadline)
+    at = []
+    operator.on_terminal = lambda condition, why, message: (terminal.append(condition.value), at.append(clock.now))
+    clock.at(31, lambda: operator.pod_exited("b", 0))
+    clock.at(33, lambda: operator.pod_exited("a", 0))
+    clock.at(34.2, lambda: operator.pod_exited("c", 1))
+    clock.run(lambda: False)
+    assert at == [pytest.approx(34.0)]
+    if deadline is None:
+        assert terminal == ["Succeeded"] and deleted == []
+    else:
+        assert terminal == ["Failed"] and deleted == [("c", "ActiveDeadlineSeconds")]
 
 
 @pytest.mark.parametrize("order", [None, *ReplicaMapOrder])
