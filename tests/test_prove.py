@@ -44,6 +44,15 @@ def _proof(scenario: str, claim: str, varies, plugin: str, aggregation: bool, **
     return P.prove(source, P.parse_claim(claim, source.message), ranges, plugin, aggregation, **budget)
 
 
+def _can(solver, path, condition) -> bool:
+    """Whether some point of `path`'s region also meets `condition` (a z3 formula over `solver.vars`)."""
+    solver.solver.push()
+    solver.solver.add(solver.conjunction(path.constraints), condition)
+    found = solver.solver.check() == solver.z3.sat
+    solver.solver.pop()
+    return found
+
+
 # --- the numbers ---------------------------------------------------------------------------------------
 def test_a_symbolic_comparison_is_answered_concretely_and_recorded() -> None:
     path = Path({"x": (Fraction(0), Fraction(10))})
@@ -144,21 +153,13 @@ def test_seed_pr_s_retry_over_a_sibling_s_error_needs_a_cleanup_before_the_survi
     assert window > 1
 
     solver = P.Solver(proof.intervals, 60_000)
-    z3 = solver.z3
     latency = solver.vars["job.pod_status_seconds"] + solver.vars["job.cleanup_seconds"]
-
-    def can(path, condition) -> bool:
-        solver.solver.push()
-        solver.solver.add(solver.conjunction(path.constraints), condition)
-        found = solver.solver.check() == z3.sat
-        solver.solver.pop()
-        return found
 
     retried = [p for p in proof.paths if p.behaviour.final_phase == "RETRIED_THEN_SUCCEEDED"]
     assert retried and any(p.witness["job.pod_status_seconds"] > 1 for p in retried)  # a second's latency, too
     for path in retried:
-        assert not can(path, latency > window), path.witness  # at the very instant, the SIGTERM comes first
-    late = [p for p in proof.paths if not can(p, latency <= window)]
+        assert not _can(solver, path, latency > window), path.witness  # at the very instant, the SIGTERM comes first
+    late = [p for p in proof.paths if not _can(solver, p, latency <= window)]
     assert late and {p.behaviour.final_phase for p in late} == {"FAILED_PERMANENTLY"}
     assert {p.holds for p in late} == {True, False}  # the genuine error wins on some, the collateral on others
 
@@ -878,21 +879,14 @@ def test_go_s_map_order_decides_exactly_where_the_operator_s_wait_covers_the_gap
     solver = P.Solver(proof.intervals, 60_000)
     wait = solver.vars["job.reconcile_seconds"]
 
-    def can(path, condition) -> bool:
-        solver.solver.push()
-        solver.solver.add(solver.conjunction(path.constraints), condition)
-        found = solver.solver.check() == solver.z3.sat
-        solver.solver.pop()
-        return found
-
     gap = Fraction(1, 4)
     by_order = {}
     for path in proof.paths:
         order = dict(path.choices).get("attempts[0].replica_map_order")
         if order is None:  # the Master's success decided alone
-            assert not can(path, wait >= gap) and path.behaviour.final_phase == "SUCCEEDED", path.witness
+            assert not _can(solver, path, wait >= gap) and path.behaviour.final_phase == "SUCCEEDED", path.witness
         else:
-            assert not can(path, wait < gap), path.witness
+            assert not _can(solver, path, wait < gap), path.witness
             by_order.setdefault(order, set()).add(path.behaviour.final_phase)
     # the Master first: Succeeded, and nothing to read; the Worker first: Failed, and the node retries
     assert by_order == {"MASTER_FIRST": {"SUCCEEDED"}, "WORKER_FIRST": {"RETRIED_THEN_SUCCEEDED"}}
