@@ -13,7 +13,9 @@ before it runs are decided together: those of one instant, after the instant's o
 queue (`job.reconcile_seconds`) those of the wait between the first change and the read. Where Go's map order
 would decide them (a non-elastic Master's success beside a failed Worker), the attempt's `replica_map_order` decides,
 and where the scenario leaves it to Go the simulator refuses the point (`UndecidedVerdict`; a sweep and `prove` run
-both orders).
+both orders). A pod with a deletion mark that has exited is removed by the kubelet, and a running job's reconcile
+then creates a new pod in its slot (`ReconcilePods` -> `createNewPod`); the model plays no re-created pod, and
+refuses the point where that can happen (`PodRecreation`).
 
 Before the replica statuses, `ReconcileJobs` checks the RunPolicy's limits (`job.backoff_limit`,
 `job.active_deadline_seconds`): past one, it deletes every pod (`DeletePodsAndServices` while the job is not yet
@@ -64,6 +66,22 @@ class UndecidedVerdict(ScenarioError):
         )
 
 
+class PodRecreation(ScenarioError):
+    """A reconcile of a running job reads a pod that has a deletion mark and has exited. The kubelet removes such a
+    pod's object once it has written its final status, and `ReconcilePods` then finds the pod's slot empty and
+    creates a new pod in it (`createNewPod`), which runs the task again. The model plays no re-created pod, and does
+    not know whether the object was still there: it refuses the point. Says which attempt and pod, when the pod was
+    marked, its exit code and when the operator heard of it."""
+
+    def __init__(self, message: str, attempt: int, pod: str, marked_at, exit_code: int, heard_at) -> None:
+        super().__init__(message)
+        self.attempt = attempt
+        self.pod = pod
+        self.marked_at = marked_at
+        self.exit_code = exit_code
+        self.heard_at = heard_at
+
+
 def map_order_field(attempt: int) -> str:
     """The scenario field that pins attempt N's map order."""
     return f"attempts[{attempt}].replica_map_order"
@@ -110,7 +128,9 @@ class TrainingOperator:
         self.reconcile_delay = reconcile_delay  # a pod update wakes a reconcile -> the reconcile reads the pods
         self.job_deleted = False
         self.exited: dict[str, int] = {}  # the pods whose exit the operator has heard of, with their exit codes
-        self.deleting: list[str] = []  # running pods with a deletion mark, in the order they were marked
+        self._heard_at: dict[str, float] = {}  # when the operator heard of each exit
+        self._marked_at: dict[str, float] = {}  # when each pod got its deletion mark
+        self.deleting: list[str] = []  # pods with a deletion mark (a preemption's), in the order they were marked
         self.condition: Optional[JobCondition] = None
         self._reconcile_due = False
         self._status_written = (0, 0)  # what the last reconcile wrote: how many pods it counted exited and deleted
@@ -122,14 +142,16 @@ class TrainingOperator:
 
     def _heard_exit(self, pod: str, exit_code: int) -> None:
         self.exited[pod] = exit_code
+        self._heard_at[pod] = self.clock.now
         self._wake()
 
     def pod_deleted(self, pod: str) -> None:
-        """The pod object got a deletion timestamp while the pod runs: `UpdateJobReplicaStatuses` counts it failed
-        from now on. The mark is the API server's own, so the operator's watch hears of it with no kubelet in
-        between."""
-        if pod not in self.exited and pod not in self.deleting:
+        """The pod object got a deletion timestamp: while the pod runs, `UpdateJobReplicaStatuses` counts it failed
+        from now on; once it has exited, the kubelet removes it (`_refuse_a_re_created_pod`). The mark is the API
+        server's own, so the operator's watch hears of it with no kubelet in between."""
+        if pod not in self.deleting:
             self.deleting.append(pod)
+            self._marked_at[pod] = self.clock.now
             self._wake()
 
     def _wake(self) -> None:
@@ -153,6 +175,8 @@ class TrainingOperator:
         if self.condition is not None:
             return
         self._update_job_status()
+        if self.condition is None:
+            self._refuse_a_re_created_pod(counted=True)
         written = (len(self.exited), len(self.deleting))
         if self.condition is None and written != self._status_written:
             self._status_written = written
@@ -164,6 +188,7 @@ class TrainingOperator:
         failed = [pod for pod in self.pods if self.exited.get(pod, 0) != 0]  # phase Failed
         if self._past_a_limit(failed):
             return
+        self._refuse_a_re_created_pod(counted=False)
         failed += [pod for pod in self.deleting if pod not in self.exited]
         if self.elastic:
             if succeeded:
@@ -199,6 +224,36 @@ class TrainingOperator:
             self._terminal(JobCondition.SUCCEEDED, why)
         elif failed:
             self._failed(failed)
+
+    def _refuse_a_re_created_pod(self, counted: bool) -> None:
+        """A pod with a deletion mark that has exited is removed: the kubelet deletes its object once the final status
+        is written, and the next reconcile of a running job finds its slot empty and creates a new pod in it
+        (`ReconcilePods`: `len(podSlice) == 0` -> `createNewPod`), which runs the task again. The model plays no
+        re-created pod, so it refuses (`PodRecreation`) a reconcile that reads such a pod heard before this instant
+        (the object may be gone, and the model cannot tell), and one that counted such a pod heard at this instant
+        (still there: counted by its phase) and leaves the job running. Neither meets a pod that was running when its
+        mark was read: that reconcile fails the job."""
+        now = self.clock.now
+        for pod in self.deleting:
+            if pod not in self.exited:
+                continue
+            exit_code, heard, marked = self.exited[pod], self._heard_at[pod], self._marked_at[pod]
+            if counted:
+                why = f"counts pod {pod} deleted (at {marked:g} s) and exited (exit {exit_code}), and the job runs on"
+            elif heard < now:
+                why = f"reads pod {pod} deleted (at {marked:g} s) and exited (exit {exit_code}, heard at {heard:g} s)"
+            else:
+                continue
+            raise PodRecreation(
+                f"the operator's reconcile at {now:g} s {why}: the kubelet removes such a pod, and training-operator "
+                "v1.8.0 then creates a new one in its slot (ReconcilePods -> createNewPod), which the model does not "
+                "play",
+                self.attempt,
+                pod,
+                marked,
+                exit_code,
+                heard,
+            )
 
     def _past_a_limit(self, failed: list[str]) -> bool:
         """`ReconcileJobs`' RunPolicy checks, before any replica status: the backoff limit, then the deadline. Past

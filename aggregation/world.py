@@ -233,9 +233,10 @@ class Attempt:
         clock.at(completion, pods.complete)
 
     def _preempt(self, pod: str, lands_during_fork: bool, pod_deleted: bool) -> None:
-        # a pod whose exit the API server holds is Succeeded or Failed: the mark changes nothing. One that exited
-        # unreported is still Running there (`job.pod_status_seconds`), and a Running pod being deleted counts failed
-        if pod_deleted and pod not in self.operator.exited:
+        # a Running pod being deleted counts failed (one that exited unreported is still Running to the API server,
+        # `job.pod_status_seconds`); one whose exit it holds is removed, and re-created while the job runs, which the
+        # operator refuses (`operator.PodRecreation`); after the job's end the mark changes nothing
+        if pod_deleted and (pod not in self.operator.exited or self.operator.condition is None):
             # the API server marks the pod before the kubelet signals it, and the mark wakes the operator
             self.marked_deleted.add(pod)
             self.log(Event(self.clock.now, "api server", What.POD_DELETED, target=pod, reason="preemption"))

@@ -26,6 +26,11 @@ SCENARIOS = ROOT / "scenarios"
 #: a non-elastic job whose Master's success and a Worker's deletion mark can reach the operator in one reconcile, with
 #: the map order left to Go (`operator.py`, `UpdateJobStatus`)
 MAP_ORDER_TIE = str(ROOT / "tests" / "data" / "master_finishes_as_a_worker_is_deleted.textproto")
+#: the same tie on a busy cluster: the Worker's exit is heard late, so a reconcile that waits past its mark reads it
+#: running (`job.reconcile_seconds`, `job.pod_status_seconds`)
+BUSY_MAP_ORDER_TIE = str(
+    ROOT / "tests" / "data" / "busy_operator_reads_a_master_s_success_and_a_worker_s_deletion.textproto"
+)
 AGGSIM = str(Path(sys.executable).parent / "aggsim")
 T0 = 1_796_000_000 * 10**9  # an arbitrary instant, in ns
 

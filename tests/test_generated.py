@@ -6,6 +6,7 @@ Each property names the rule it holds the model to; a failure prints the generat
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -13,6 +14,7 @@ from google.protobuf import text_format
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 
+from aggregation.operator import PodRecreation, UndecidedVerdict
 from aggregation.record import execution_to_proto
 from aggregation.simulate import simulate
 from aggregation.strategies import scenarios, spec_of
@@ -23,8 +25,44 @@ MANY = settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
 
 
 def simulated(message):
+    """The execution. A point the model refuses is left out, once its refusal is checked: the operator would re-create
+    a deleted pod (`PodRecreation`, `refused_for_a_re_created_pod`), or Go's map order decides a non-elastic job whose
+    attempt leaves it unset (`UndecidedVerdict`)."""
     note(text_format.MessageToString(message))
-    return simulate(spec_of(message))
+    try:
+        return simulate(spec_of(message))
+    except PodRecreation as refusal:
+        refused_for_a_re_created_pod(message, refusal)
+    except UndecidedVerdict as undecided:
+        assert not message.job.elastic and undecided.pins, undecided
+        assert message.attempts[undecided.attempt].replica_map_order == 0, undecided  # unset
+    assume(False)
+
+
+def refused_for_a_re_created_pod(message, refusal: PodRecreation) -> None:
+    """training-operator v1.8.0 `ReconcilePods` re-creates a removed pod, and the kubelet removes a deleted pod once
+    it has exited: the refusal must name a pod a deletion marked in that attempt, and the exit the pod really made.
+    The same scenario with that pod's deletions turned into plain SIGTERMs (no mark: the operator hears of the pod
+    only when it exits, so nothing before that exit changes) shows it: the same exit code, heard `pod_status_seconds`
+    after the exit."""
+    marks = [
+        event.at_seconds
+        for event in message.attempts[refusal.attempt].events
+        if event.pod == refusal.pod and event.HasField("preemption") and event.preemption.pod_deleted
+    ]
+    assert any(math.isclose(at, refusal.marked_at, abs_tol=1e-9) for at in marks), refusal
+    unmarked = type(message)()
+    unmarked.CopyFrom(message)
+    for event in unmarked.attempts[refusal.attempt].events:
+        if event.pod == refusal.pod and event.HasField("preemption"):
+            event.preemption.pod_deleted = False
+    try:
+        execution = simulate(spec_of(unmarked))
+    except (PodRecreation, UndecidedVerdict):
+        return  # another pod's deletion, or Go's map order: nothing to compare with
+    code, exited_at = execution.attempts[refusal.attempt].exits[refusal.pod]
+    heard = exited_at + message.job.pod_status_seconds
+    assert (code, heard) == (refusal.exit_code, pytest.approx(refusal.heard_at, abs=1e-6)), refusal
 
 
 @MANY

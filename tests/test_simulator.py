@@ -26,7 +26,7 @@ from aggregation.cli import main
 from aggregation.engine import Clock
 from aggregation.explore import Variation, default_variations, outcome_of, sweep
 from aggregation.kinds import CleanPodPolicy, ReplicaMapOrder
-from aggregation.operator import TrainingOperator, UndecidedVerdict
+from aggregation.operator import PodRecreation, TrainingOperator, UndecidedVerdict
 from aggregation.record import execution_to_json
 from aggregation.report import sweep_to_json
 from aggregation.scenario import ScenarioError, load_scenario, parse_scenario, read_scenario
@@ -551,6 +551,75 @@ def test_a_status_write_wakes_the_next_reconcile_after_the_queue_s_wait(deadline
         assert terminal == ["Succeeded"] and deleted == []
     else:
         assert terminal == ["Failed"] and deleted == [("c", "ActiveDeadlineSeconds")]
+
+
+RE_CREATED = r"the kubelet removes such a pod, and training-operator v1\.8\.0 then creates a new one in its slot"
+
+
+@pytest.mark.parametrize("elastic", [True, False])
+@pytest.mark.parametrize("exit_after_mark", [0.2, 0.3, 0.31])
+def test_a_deleted_pod_heard_exited_before_the_reconcile_that_reads_its_mark_is_refused(elastic, exit_after_mark):
+    """training-operator v1.8.0 `pkg/controller.v1/common/pod.go` `ReconcilePods`: a pod's slot with no pod in it gets
+    a new one (`len(podSlice) == 0` -> `createNewPod`), and the kubelet removes a deleted pod's object once it has
+    written its final status. Worker b is marked at 5 s, which wakes a reconcile 0.3 s later (the work queue's wait).
+    Its exit heard before the read: the object may be gone and b re-created, which the model does not play, so it
+    refuses, saying when. Heard at the read's own instant: still there, counted by its phase
+    (`UpdateJobReplicaStatuses`, exit 143 failed). Heard after it: a running pod with a mark, failed. The job is Failed
+    either way."""
+    clock, operator, deleted, terminal = _operator(elastic, reconcile_delay=0.3)
+    clock.at(5, lambda: operator.pod_deleted("b"))
+    clock.at(5 + exit_after_mark, lambda: operator.pod_exited("b", 143))
+    if exit_after_mark < 0.3:
+        read = r"reconcile at 5.3 s reads pod b deleted \(at 5 s\) and exited \(exit 143, heard at 5.2 s\): "
+        with pytest.raises(PodRecreation, match=read + RE_CREATED):
+            clock.run(lambda: False)
+        return
+    clock.run(lambda: False)
+    assert terminal == [("Failed", FAILED % "1 Worker")]
+
+
+@pytest.mark.parametrize("marked", ["b", "a"])
+def test_a_deleted_pod_counted_exited_is_refused_where_the_job_runs_on_after_it(marked):
+    """`ReconcilePods` re-creates a removed pod only while the job runs (`ReconcileJobs` stops at a finished job).
+    Non-elastic, no latency: the pod exits 0 and is marked at the same instant (the kubelet has not removed it yet),
+    and the reconcile counts it by its phase. Worker b's success leaves the job to the running Master: the kubelet's
+    removal follows, and a reconcile then creates a new b, so the model refuses. Master a's success ends the job:
+    Succeeded, and nothing is re-created. A Worker deleted after its heard exit is refused at the mark's reconcile."""
+    clock, operator, deleted, terminal = _operator(False)
+    clock.at(5, lambda: (operator.pod_exited(marked, 0), operator.pod_deleted(marked)))
+    if marked == "b":
+        counted = r"reconcile at 5 s counts pod b deleted \(at 5 s\) and exited \(exit 0\), and the job runs on: "
+        with pytest.raises(PodRecreation, match=counted + RE_CREATED):
+            clock.run(lambda: False)
+    else:
+        clock.run(lambda: False)
+        assert terminal == [("Succeeded", "")]
+    clock, operator, deleted, terminal = _operator(False)
+    clock.at(5, lambda: operator.pod_exited("b", 0))
+    clock.at(6, lambda: operator.pod_deleted("b"))
+    with pytest.raises(
+        PodRecreation, match=r"reconcile at 6 s reads pod b deleted \(at 6 s\) and exited \(exit 0, heard at 5 s"
+    ):
+        clock.run(lambda: False)
+
+
+def test_simulate_refuses_a_pod_deletion_read_after_the_pod_s_exit_in_one_line(tmp_path):
+    """The shipped pod-deletion preemption with a 2 s work-queue wait: the upstream plugin's worker-1 exits 0 at
+    31.38 s, before the reconcile its mark woke reads the pods at 32.6 s, where a real operator may find the object
+    removed and create a new pod for the slot. `aggsim simulate` names that in one line and exits 2; with the wait
+    below the pod's exit the mark is read while the pod runs, and the job is Failed and retried."""
+    text = (SCENARIOS / "preemption_by_pod_deletion.textproto").read_text()
+    busy = tmp_path / "busy.textproto"
+    busy.write_text(text.replace("job {", "job { reconcile_seconds: 2", 1))
+    result = subprocess.run([AGGSIM, "simulate", str(busy), "--plugin", "upstream"], capture_output=True, text=True)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "reconcile at 32.6 s reads pod train-worker-1 deleted (at 30.6 s) and exited (exit 0, heard at 31.38 s)" in (
+        result.stderr
+    )
+    busy.write_text(text.replace("job {", "job { reconcile_seconds: 0.7", 1))
+    attempt = simulate(parse_scenario(busy.read_text(), str(busy), "upstream")).attempts[0]
+    assert (attempt.job_condition, attempt.job_terminal_at) == ("Failed", pytest.approx(31.3))
 
 
 @pytest.mark.parametrize("order", [None, *ReplicaMapOrder])
