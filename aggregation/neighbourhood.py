@@ -25,6 +25,7 @@ import random
 from collections import Counter
 from dataclasses import replace
 
+from aggregation.operator import PodRecreation
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.record import execution_to_proto, verdict_fields
 from aggregation.scenario import ScenarioSpec
@@ -85,12 +86,18 @@ def jittered(spec: ScenarioSpec, rng: random.Random, load: float = 1.0, fastest:
     return replace(spec, timings=timings, attempts=tuple(attempts), seed=rng.getrandbits(64))
 
 
+#: the verdict key of a copy the model refuses because the operator would re-create a deleted pod that has exited
+#: (`operator.PodRecreation`): a real run of such a copy meets the same refusal, in the operator it drives
+RE_CREATED_POD = (("refused", "the operator would re-create a deleted pod (operator.PodRecreation)"),)
+
+
 def neighbourhood(
     spec: ScenarioSpec, samples: int = SAMPLES, seed: int = 0, load: float = 1.0, fastest: float = 1.0
 ) -> Counter:
     """verdict key -> how many of the scenario and its `samples` jittered copies (`jittered`, with `load` and
     `fastest`) end with it. A copy whose job Go's map order decides (a moment the scenario leaves it to:
-    `operator.UndecidedVerdict`) counts once per order: a real operator may take either."""
+    `operator.UndecidedVerdict`) counts once per order: a real operator may take either. A copy the model refuses
+    because the operator would re-create a deleted pod counts as `RE_CREATED_POD`."""
     rng = random.Random(seed)
     outcomes = Counter(_verdicts(spec))
     for _ in range(samples):
@@ -99,4 +106,7 @@ def neighbourhood(
 
 
 def _verdicts(spec: ScenarioSpec) -> list:
-    return [verdict_key(execution_to_proto(execution)) for _, execution in simulate_each_map_order(spec)]
+    try:
+        return [verdict_key(execution_to_proto(execution)) for _, execution in simulate_each_map_order(spec)]
+    except PodRecreation:
+        return [RE_CREATED_POD]

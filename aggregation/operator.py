@@ -71,10 +71,14 @@ class PodRecreation(ScenarioError):
     pod's object once it has written its final status, and `ReconcilePods` then finds the pod's slot empty and
     creates a new pod in it (`createNewPod`), which runs the task again. The model plays no re-created pod, and does
     not know whether the object was still there: it refuses the point. Says which attempt and pod, when the pod was
-    marked, its exit code and when the operator heard of it."""
+    marked, its exit code, when the operator heard of it, and the reconcile's instant."""
 
-    def __init__(self, message: str, attempt: int, pod: str, marked_at, exit_code: int, heard_at) -> None:
+    def __init__(
+        self, message: str, attempt: int, pod: str, marked_at, exit_code: int, heard_at, at, counted: bool
+    ) -> None:
         super().__init__(message)
+        self.at = at  # the reconcile's instant
+        self.counted = counted  # heard at that instant, counted by its phase, and the job runs on
         self.attempt = attempt
         self.pod = pod
         self.marked_at = marked_at
@@ -175,8 +179,9 @@ class TrainingOperator:
         if self.condition is not None:
             return
         self._update_job_status()
-        if self.condition is None:
-            self._refuse_a_re_created_pod(counted=True)
+        counted = [pod for pod in self.deleting if pod in self.exited]  # heard at this instant: gone ones refused
+        if self.condition is None and counted:
+            self._refuse_a_re_created_pod(counted[0], counted=True)
         written = (len(self.exited), len(self.deleting))
         if self.condition is None and written != self._status_written:
             self._status_written = written
@@ -186,9 +191,16 @@ class TrainingOperator:
     def _update_job_status(self) -> None:
         succeeded = [pod for pod in self.pods if self.exited.get(pod) == 0]
         failed = [pod for pod in self.pods if self.exited.get(pod, 0) != 0]  # phase Failed
-        if self._past_a_limit(failed):
+        # a deleted pod heard exited before this instant may be gone: then the backoff check (`FilterPodCount` over
+        # the pods the API server holds) does not count it either, and only a limit passed without it decides here
+        gone = [pod for pod in self.deleting if pod in self.exited and self._heard_at[pod] < self.clock.now]
+        still_held = [pod for pod in failed if pod not in gone]
+        limit = self._limit_passed(failed)
+        if gone and (limit is None or self._limit_passed(still_held) is not limit):
+            self._refuse_a_re_created_pod(gone[0], counted=False)
+        if limit is not None:
+            self._fail_past_a_limit(limit, still_held)
             return
-        self._refuse_a_re_created_pod(counted=False)
         failed += [pod for pod in self.deleting if pod not in self.exited]
         if self.elastic:
             if succeeded:
@@ -225,59 +237,60 @@ class TrainingOperator:
         elif failed:
             self._failed(failed)
 
-    def _refuse_a_re_created_pod(self, counted: bool) -> None:
+    def _refuse_a_re_created_pod(self, pod: str, counted: bool) -> None:
         """A pod with a deletion mark that has exited is removed: the kubelet deletes its object once the final status
-        is written, and the next reconcile of a running job finds its slot empty and creates a new pod in it
-        (`ReconcilePods`: `len(podSlice) == 0` -> `createNewPod`), which runs the task again. The model plays no
-        re-created pod, so it refuses (`PodRecreation`) a reconcile that reads such a pod heard before this instant
-        (the object may be gone, and the model cannot tell), and one that counted such a pod heard at this instant
-        (still there: counted by its phase) and leaves the job running. Neither meets a pod that was running when its
-        mark was read: that reconcile fails the job."""
-        now = self.clock.now
-        for pod in self.deleting:
-            if pod not in self.exited:
-                continue
-            exit_code, heard, marked = self.exited[pod], self._heard_at[pod], self._marked_at[pod]
-            if counted:
-                why = f"counts pod {pod} deleted (at {marked:g} s) and exited (exit {exit_code}), and the job runs on"
-            elif heard < now:
-                why = f"reads pod {pod} deleted (at {marked:g} s) and exited (exit {exit_code}, heard at {heard:g} s)"
-            else:
-                continue
-            raise PodRecreation(
-                f"the operator's reconcile at {now:g} s {why}: the kubelet removes such a pod, and training-operator "
-                "v1.8.0 then creates a new one in its slot (ReconcilePods -> createNewPod), which the model does not "
-                "play",
-                self.attempt,
-                pod,
-                marked,
-                exit_code,
-                heard,
-            )
+        is written, and a reconcile of a running job then finds its slot empty and creates a new pod in it
+        (`ReconcilePods`: `len(podSlice) == 0` -> `createNewPod`, before `UpdateJobStatus`), which runs the task
+        again. The model plays no re-created pod, so it refuses (`PodRecreation`) a reconcile that reads such a pod
+        heard exited before this instant (the object may be gone, and the model cannot tell), unless a RunPolicy limit
+        passed without it fails the job first (`ReconcileJobs` then never reaches `ReconcilePods`); and one that
+        `counted` such a pod heard at this instant (still there: counted by its phase) and leaves the job running.
+        Neither meets a pod that was running when its mark was read: that reconcile fails the job."""
+        now, exit_code, heard, marked = self.clock.now, self.exited[pod], self._heard_at[pod], self._marked_at[pod]
+        if counted:
+            why = f"counts pod {pod} deleted (at {marked:g} s) and exited (exit {exit_code}), and the job runs on"
+        else:
+            why = f"reads pod {pod} deleted (at {marked:g} s) and exited (exit {exit_code}, heard at {heard:g} s)"
+        raise PodRecreation(
+            f"the operator's reconcile at {now:g} s {why}: the kubelet removes such a pod, and training-operator "
+            "v1.8.0 then creates a new one in its slot (ReconcilePods -> createNewPod), which the model does not "
+            "play",
+            self.attempt,
+            pod,
+            marked,
+            exit_code,
+            heard,
+            now,
+            counted,
+        )
 
-    def _past_a_limit(self, failed: list[str]) -> bool:
-        """`ReconcileJobs`' RunPolicy checks, before any replica status: the backoff limit, then the deadline. Past
-        either, the job fails now, and every pod is deleted first (`DeletePodsAndServices` on a job not yet
-        finished). Returns whether the job failed so."""
-        limit, deadline = self.backoff_limit, self.active_deadline
+    def _limit_passed(self, failed: list[str]) -> Optional[RunPolicyLimit]:
+        """`ReconcileJobs`' RunPolicy checks, before any replica status: the backoff limit, then the deadline."""
         # exceedsBackoffLimit: a new pod in phase Failed (the last reconcile saw none, or the job would have failed),
         # not every pod active, and NumRequeues + 1 > BackoffLimit, where the `FakeWorkQueue` counts no requeue
-        if limit is not None and failed and 1 > limit:
-            limit_passed, pod = RunPolicyLimit.BACKOFF_LIMIT, failed[0]
+        if self.backoff_limit is not None and failed and 1 > self.backoff_limit:
+            return RunPolicyLimit.BACKOFF_LIMIT
+        if self.active_deadline is not None and self.clock.now >= self.active_deadline:
+            return RunPolicyLimit.ACTIVE_DEADLINE
+        return None
+
+    def _fail_past_a_limit(self, limit_passed: RunPolicyLimit, failed: list[str]) -> None:
+        """Past a RunPolicy limit the job fails now, and every pod is deleted first (`DeletePodsAndServices` on a job
+        not yet finished)."""
+        limit, deadline = self.backoff_limit, self.active_deadline
+        if limit_passed is RunPolicyLimit.BACKOFF_LIMIT:
+            pod = failed[0]
             message = f"Job {self.job_name} has failed because it has reached the specified backoff limit"
             why = (
                 f"pod {pod} failed (exit {self.exited[pod]}) with RunPolicy.BackoffLimit {limit}: the backoff path "
                 "deletes every pod and fails the job before the replica statuses count"
             )
-        elif deadline is not None and self.clock.now >= deadline:
-            limit_passed = RunPolicyLimit.ACTIVE_DEADLINE
+        else:
             message = f"Job {self.job_name} has failed because it was active longer than specified deadline"
             why = (
                 f"the job is past RunPolicy.ActiveDeadlineSeconds ({deadline} s) at this reconcile, the first a pod "
                 "change woke since (v1.8.0 queues none for the deadline): every pod is deleted and the job fails"
             )
-        else:
-            return False
         self._delete_running(limit_passed)
         # `CleanupJob` in this reconcile, before the status is written, with the CompletionTime it has just set (now,
         # to the nanosecond): only a negative TTL has expired, and its `AddAfter` otherwise goes to the no-op queue
@@ -285,7 +298,6 @@ class TrainingOperator:
         if self.job_deleted:
             why += "; the condition is never written: the job is deleted first"
         self._fail(why, message, clean_up=False)
-        return True
 
     def _failed(self, failed: list[str], master_succeeded: bool = False) -> None:
         """`UpdateJobStatus`' Failed condition (RestartPolicy Never): its message counts the failed replicas of the

@@ -374,9 +374,9 @@ def test_a_non_elastic_master_deleted_as_a_worker_succeeds_fails_the_job():
     assert attempt.exits["b"] == (0, pytest.approx(b_exit))
 
 
-def test_a_deletion_mark_does_not_undo_a_terminal_job_or_count_an_exited_pod():
-    """`ReconcileJobs` stops at a finished job, and `UpdateJobReplicaStatuses` counts a pod by its phase: a pod that
-    already exited is Succeeded or Failed, not a running pod being deleted; one still stopping is."""
+def test_a_deletion_mark_does_not_undo_a_terminal_job_and_fails_a_pod_still_stopping():
+    """`ReconcileJobs` stops at a finished job: a mark after it changes nothing. `UpdateJobReplicaStatuses` counts a
+    pod by its phase: one still stopping when its mark is read is a running pod being deleted, failed."""
     after_success = (
         'events { at_seconds: 10 completion {} } events { at_seconds: 60 pod: "b" preemption { pod_deleted: true } }'
     )
@@ -561,21 +561,49 @@ RE_CREATED = r"the kubelet removes such a pod, and training-operator v1\.8\.0 th
 def test_a_deleted_pod_heard_exited_before_the_reconcile_that_reads_its_mark_is_refused(elastic, exit_after_mark):
     """training-operator v1.8.0 `pkg/controller.v1/common/pod.go` `ReconcilePods`: a pod's slot with no pod in it gets
     a new one (`len(podSlice) == 0` -> `createNewPod`), and the kubelet removes a deleted pod's object once it has
-    written its final status. Worker b is marked at 5 s, which wakes a reconcile 0.3 s later (the work queue's wait).
-    Its exit heard before the read: the object may be gone and b re-created, which the model does not play, so it
-    refuses, saying when. Heard at the read's own instant: still there, counted by its phase
-    (`UpdateJobReplicaStatuses`, exit 143 failed). Heard after it: a running pod with a mark, failed. The job is Failed
-    either way."""
+    written its final status. Worker b is marked at 5 s, which wakes a reconcile 0.3 s later (the work queue's wait),
+    and exits 0. Its exit heard before the read: the object may be gone and b re-created, which the model does not
+    play, so it refuses, saying when. Heard at the read's own instant: still there, counted by its phase
+    (`UpdateJobReplicaStatuses`: Succeeded), so the elastic job is Succeeded, while the non-elastic one runs on for
+    its Master and b's removal and re-creation follow: refused. Heard after the read: a running pod with a mark,
+    failed, and the job is Failed."""
     clock, operator, deleted, terminal = _operator(elastic, reconcile_delay=0.3)
     clock.at(5, lambda: operator.pod_deleted("b"))
-    clock.at(5 + exit_after_mark, lambda: operator.pod_exited("b", 143))
+    clock.at(5 + exit_after_mark, lambda: operator.pod_exited("b", 0))
     if exit_after_mark < 0.3:
-        read = r"reconcile at 5.3 s reads pod b deleted \(at 5 s\) and exited \(exit 143, heard at 5.2 s\): "
+        read = r"reconcile at 5.3 s reads pod b deleted \(at 5 s\) and exited \(exit 0, heard at 5.2 s\): "
         with pytest.raises(PodRecreation, match=read + RE_CREATED):
+            clock.run(lambda: False)
+    elif exit_after_mark == 0.3 and not elastic:
+        with pytest.raises(PodRecreation, match=r"reconcile at 5.3 s counts pod b deleted \(at 5 s\) and exited"):
+            clock.run(lambda: False)
+    else:
+        clock.run(lambda: False)
+        assert terminal == [("Succeeded", "") if exit_after_mark == 0.3 else ("Failed", FAILED % "1 Worker")]
+
+
+@pytest.mark.parametrize("backoff_limit", [None, -1])
+@pytest.mark.parametrize("c_fails", [False, True])
+def test_a_backoff_limit_passed_without_the_deleted_pod_decides_before_any_re_creation(backoff_limit, c_fails):
+    """`ReconcileJobs` checks the RunPolicy's limits before `ReconcilePods`, and its backoff check counts the failed
+    pods the API server holds (`FilterPodCount`). Pod b, deleted at 5 s, exits 143 at 5.1 s, before the reconcile at
+    5.3 s: it may be gone by then, so its failure alone may not pass a negative backoff limit, and re-creation may
+    follow: refused either way. Pod c's own failure, heard too, passes the limit whatever became of b: the job fails
+    there on the backoff path, deleting the pods, and nothing is re-created."""
+    clock, operator, deleted, terminal = _operator(
+        False, backoff_limit=backoff_limit, pods=("a", "b", "c"), reconcile_delay=0.3
+    )
+    clock.at(5, lambda: operator.pod_deleted("b"))
+    clock.at(5.1, lambda: operator.pod_exited("b", 143))
+    if c_fails:
+        clock.at(5.2, lambda: operator.pod_exited("c", 1))
+    if not c_fails or backoff_limit is None:
+        with pytest.raises(PodRecreation, match=r"reads pod b deleted \(at 5 s\) and exited \(exit 143"):
             clock.run(lambda: False)
         return
     clock.run(lambda: False)
-    assert terminal == [("Failed", FAILED % "1 Worker")]
+    backoff = "PyTorchJobFailed - Job j has failed because it has reached the specified backoff limit"
+    assert terminal == [("Failed", backoff)] and deleted == [("a", "BackoffLimit")]
 
 
 @pytest.mark.parametrize("marked", ["b", "a"])
