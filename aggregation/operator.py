@@ -133,8 +133,7 @@ class TrainingOperator:
         self.job_deleted = False
         self.exited: dict[str, int] = {}  # the pods whose exit the operator has heard of, with their exit codes
         self._heard_at: dict[str, float] = {}  # when the operator heard of each exit
-        self._marked_at: dict[str, float] = {}  # when each pod got its deletion mark
-        self.deleting: list[str] = []  # pods with a deletion mark (a preemption's), in the order they were marked
+        self.deleting: dict[str, float] = {}  # pods with a deletion mark (a preemption's) -> when, in mark order
         self.condition: Optional[JobCondition] = None
         self._reconcile_due = False
         self._status_written = (0, 0)  # what the last reconcile wrote: how many pods it counted exited and deleted
@@ -154,8 +153,7 @@ class TrainingOperator:
         from now on; once it has exited, the kubelet removes it (`_refuse_a_re_created_pod`). The mark is the API
         server's own, so the operator's watch hears of it with no kubelet in between."""
         if pod not in self.deleting:
-            self.deleting.append(pod)
-            self._marked_at[pod] = self.clock.now
+            self.deleting[pod] = self.clock.now
             self._wake()
 
     def _wake(self) -> None:
@@ -246,7 +244,7 @@ class TrainingOperator:
         passed without it fails the job first (`ReconcileJobs` then never reaches `ReconcilePods`); and one that
         `counted` such a pod heard at this instant (still there: counted by its phase) and leaves the job running.
         Neither meets a pod that was running when its mark was read: that reconcile fails the job."""
-        now, exit_code, heard, marked = self.clock.now, self.exited[pod], self._heard_at[pod], self._marked_at[pod]
+        now, exit_code, heard, marked = self.clock.now, self.exited[pod], self._heard_at[pod], self.deleting[pod]
         if counted:
             why = f"counts pod {pod} deleted (at {marked:g} s) and exited (exit {exit_code}), and the job runs on"
         else:
