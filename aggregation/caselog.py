@@ -2,7 +2,8 @@
 
 A point whose job the operator's random map order decides has a row per order, with that order's own outcome and its
 `replica_map_order` column naming the field that pinned it (`attempts[0].replica_map_order=WORKER_FIRST`). Elsewhere
-that column is empty.
+that column is empty. A point the model refuses has outcome REFUSED, the refusal's line in `refusal`, and nothing in
+the columns of a played execution.
 
 Rows are written as the sweep runs, so a million-case sweep never holds them in memory, and a file
 that cannot be written is refused before the first simulation.
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any, Sequence
 
 from aggregation.results import Execution
+from aggregation.scenario import ModelRefusal
 
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 CASE_COLUMNS = (
@@ -29,6 +31,7 @@ CASE_COLUMNS = (
     "first_winning_file",
     "first_decision",
     "replica_map_order",
+    "refusal",
 )
 
 
@@ -52,21 +55,29 @@ class CaseLog:
             self._csv.writerow([*self.fields, *CASE_COLUMNS])
 
     def write(
-        self, assignment: tuple, plugin: str, aggregation: bool, execution: Execution, outcome: str, pins: tuple = ()
+        self,
+        assignment: tuple,
+        plugin: str,
+        aggregation: bool,
+        execution: "Execution | ModelRefusal",
+        outcome: str,
+        pins: tuple = (),
     ) -> None:
-        first = execution.attempts[0]
-        read = first.read
-        case: dict[str, Any] = {
-            "plugin": plugin,
-            "aggregation": aggregation,
-            "outcome": outcome,
-            "final_phase": execution.final_phase.value,
-            "final_code": execution.final_code or "",
-            "attempts": len(execution.attempts),
-            "genuine_error_masked": execution.masked_genuine_error,
-            "first_winning_file": read.selected.path if read is not None and read.selected is not None else "",
-            "first_decision": first.decision.decision.value,
-        }
+        case: dict[str, Any] = {"plugin": plugin, "aggregation": aggregation, "outcome": outcome}
+        if isinstance(execution, ModelRefusal):  # nothing was played: the row says why
+            case.update(dict.fromkeys(CASE_COLUMNS[3:], ""), refusal=str(execution))
+        else:
+            first = execution.attempts[0]
+            read = first.read
+            case.update(
+                final_phase=execution.final_phase.value,
+                final_code=execution.final_code or "",
+                attempts=len(execution.attempts),
+                genuine_error_masked=execution.masked_genuine_error,
+                first_winning_file=read.selected.path if read is not None and read.selected is not None else "",
+                first_decision=first.decision.decision.value,
+                refusal="",
+            )
         values = dict(assignment)
         case["replica_map_order"] = " ".join(f"{name}={value}" for name, value in pins)
         if self._csv is not None:

@@ -12,7 +12,7 @@ from typing import Callable, Optional
 from aggregation import defaults
 from aggregation.propeller import Decision, NodeState, PropellerConfig
 from aggregation.results import AttemptResult, Execution, FinalPhase, Source, success_phase
-from aggregation.scenario import ScenarioError, ScenarioSpec
+from aggregation.scenario import ModelRefusal, ScenarioSpec
 from aggregation.world import Attempt, Pods
 
 #: Propeller's budgets end most executions long before this; a scenario whose retries allow more, and whose
@@ -20,8 +20,12 @@ from aggregation.world import Attempt, Pods
 MAX_ATTEMPTS = defaults.MAX_ATTEMPTS
 
 
-class TooManyAttempts(ScenarioError):
+class TooManyAttempts(ModelRefusal):
     """The node would go on past `MAX_ATTEMPTS` attempts: the simulator refuses to play further."""
+
+    def __init__(self, message: str, max_attempts: int) -> None:
+        super().__init__(message)
+        self.kind = f"the node still retries after {max_attempts} attempts"
 
 
 def run_attempt(
@@ -71,5 +75,6 @@ def run_execution(
         return Execution(spec, tuple(attempts), FinalPhase.FAILED_PERMANENTLY, decision.code, decision.kind, source)
     raise TooManyAttempts(
         f"{spec.name}: the node is still retrying after {max_attempts} attempts (task.retries {spec.retries}); "
-        f"the simulator plays at most {max_attempts}"
+        f"the simulator plays at most {max_attempts}",
+        max_attempts,
     )

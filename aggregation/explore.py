@@ -21,10 +21,12 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from aggregation import defaults
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
-from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError, ScenarioSource, monitor_interval_of
-from aggregation.simulate import Execution, simulate_each_map_order
+from aggregation.scenario import PLUGIN_VARIANTS, ModelRefusal, ScenarioError, ScenarioSource, monitor_interval_of
+from aggregation.simulate import Execution, each_map_order
 
-OUTCOMES = ("RETRIED", "FAILED_PERMANENTLY", "SUCCEEDED_SILENTLY", "SUCCEEDED", "STILL_RUNNING")
+#: REFUSED: a point the model refuses to play (`scenario.ModelRefusal`), counted rather than stopping the sweep
+OUTCOMES = ("RETRIED", "FAILED_PERMANENTLY", "SUCCEEDED_SILENTLY", "SUCCEEDED", "STILL_RUNNING", "REFUSED")
+REFUSED = "REFUSED"
 _STEP = re.compile(r"([A-Za-z_]\w*)(?:\[(\d+)\])?")
 MAX_VALUES_PER_FIELD = defaults.MAX_VALUES_PER_VARIATION
 
@@ -48,6 +50,8 @@ class Cell:
     map_order_decided: int = 0
     #: the first such point: (assignment, ((pins, outcome) per order, ...))
     map_order_example: Optional[tuple] = None
+    #: the first point the model refuses: (assignment with the orders it took, the refusal's line)
+    refusal_example: Optional[tuple] = None
 
     def share(self, outcome: str) -> float:
         return self.counts[outcome] / self.total if self.total else 0.0
@@ -62,8 +66,9 @@ class SweepResult:
     meaning: dict = field(default_factory=dict)  # outcome -> GOOD | BAD | NEUTRAL, for this scenario
 
 
-GOOD, BAD, NEUTRAL = "good", "bad", "neutral"
-_WORST_FIRST = (BAD, NEUTRAL, GOOD)
+#: what an outcome means for the scenario; REFUSAL (a point the model refuses) is neither good nor bad: unknown
+GOOD, BAD, NEUTRAL, REFUSAL = "good", "bad", "neutral", "refused"
+_WORST_FIRST = (BAD, REFUSAL, NEUTRAL, GOOD)
 
 
 def wanted_outcome(message: pb.Scenario) -> str:
@@ -85,12 +90,20 @@ def outcome_meanings(message: pb.Scenario) -> dict[str, str]:
     """Each outcome, good or bad for this scenario: the wanted one is good; a job that succeeds after its
     attempt's trouble was over (say, a preemption after training finished) is neither; the rest are bad."""
     wanted = wanted_outcome(message)
-    return {o: GOOD if o == wanted else NEUTRAL if o == "SUCCEEDED" else BAD for o in OUTCOMES}
+    meaning = {o: GOOD if o == wanted else NEUTRAL if o == "SUCCEEDED" else BAD for o in OUTCOMES}
+    return {**meaning, REFUSED: REFUSAL}
 
 
 def shown_outcomes(result: "SweepResult") -> tuple[str, ...]:
-    """The outcomes a table or plot shows: all of them, except a job that never ends when none did."""
-    return tuple(o for o in OUTCOMES if o != "STILL_RUNNING" or any(c.counts[o] for c in result.cells))
+    """The outcomes a table or plot shows: all of them, except a job that never ends and a point the model refuses
+    when there were none."""
+    rare = ("STILL_RUNNING", REFUSED)
+    return tuple(o for o in OUTCOMES if o not in rare or any(c.counts[o] for c in result.cells))
+
+
+def outcome_label(outcome: str) -> str:
+    """How tables, plots and maps name an outcome: `succeeded silently`, `refused by the model`."""
+    return "refused by the model" if outcome == REFUSED else outcome.replace("_", " ").lower()
 
 
 #: how a report labels the points whose outcome Go's map order decides (`Cell.map_order_decided`)
@@ -111,8 +124,11 @@ def headline(final_phase: str, attempts: int) -> str:
     return final_phase if final_phase == "SUCCEEDED_SILENTLY" else "SUCCEEDED"
 
 
-def outcome_of(execution: Execution) -> str:
-    """The headline category: did the preempted job retry, fail for good, or succeed silently?"""
+def outcome_of(execution: "Execution | ModelRefusal") -> str:
+    """The headline category: did the preempted job retry, fail for good, or succeed silently? (Or did the model
+    refuse to play it?)"""
+    if isinstance(execution, ModelRefusal):
+        return REFUSED
     return headline(execution.final_phase.value, len(execution.attempts))
 
 
@@ -360,18 +376,20 @@ def sweep(
     seed: int = 0,
     plugins: Sequence[str] = tuple(PLUGIN_VARIANTS),
     flags: Sequence[bool] = (True, False),
-    on_case: Optional[Callable[[tuple, Cell, Execution, str, tuple], None]] = None,
+    on_case: Optional[Callable[[tuple, Cell, "Execution | ModelRefusal", str, tuple], None]] = None,
     progress: Optional[Callable[[int, int], None]] = None,
     deployment=None,
 ) -> SweepResult:
     """Simulate every planned assignment under every plugin x flag cell.
 
-    A point whose job the operator's random map order decides is run under each order (`simulate_each_map_order`)
-    and counts once, under the worst outcome its orders give (bad, then neutral, then good: what a design must
-    survive, whichever order Go takes); where those outcomes differ, `Cell.map_order_decided` counts it too.
+    A point whose job the operator's random map order decides is run under each order (`simulate.each_map_order`)
+    and counts once, under the worst outcome its orders give (bad, then refused, then neutral, then good: what a
+    design must survive, whichever order Go takes); where those outcomes differ, `Cell.map_order_decided` counts it
+    too. A point (or order) the model refuses to play (`scenario.ModelRefusal`) is REFUSED, and the sweep goes on;
+    `Cell.refusal_example` keeps the first one's line.
 
     `on_case(assignment, cell, execution, outcome, pins)` sees each simulation as it finishes (for `--out`): at such
-    a point one per order, `pins` the orders it took, `outcome` its own;
+    a point one per order, `pins` the orders it took, `outcome` its own, `execution` the refusal where REFUSED;
     `progress(done, total)` is told after each assignment. `deployment` (see `deployment.py`) replaces
     the scenario's propeller settings in every case.
     """
@@ -392,17 +410,19 @@ def sweep(
         if deployment is not None:  # the deployment's propeller settings (the cells still set the flag)
             base = base.with_deployment(deployment)
         for cell in cells:
-            try:
-                executions = simulate_each_map_order(base.with_plugin(cell.plugin).with_aggregation(cell.aggregation))
-            except ScenarioError as e:
-                raise ScenarioError(f"--vary {_assignment_text(assignment)}, {cell.plugin}: {e}") from None
+            executions = each_map_order(base.with_plugin(cell.plugin).with_aggregation(cell.aggregation))
             outcomes = [outcome_of(execution) for _, execution in executions]
             worst = min(range(len(outcomes)), key=lambda i: _WORST_FIRST.index(meaning[outcomes[i]]))
             pins, execution = executions[worst]
             cell.counts[outcomes[worst]] += 1
             cell.total += 1
-            cell.masked += any(execution.masked_genuine_error for _, execution in executions)
-            cell.counterexamples.setdefault(outcomes[worst], (_pinned(assignment, pins), execution))
+            played = [e for _, e in executions if not isinstance(e, ModelRefusal)]
+            cell.masked += any(e.masked_genuine_error for e in played)
+            if isinstance(execution, ModelRefusal):
+                if cell.refusal_example is None:
+                    cell.refusal_example = (_pinned(assignment, pins), str(execution))
+            else:
+                cell.counterexamples.setdefault(outcomes[worst], (_pinned(assignment, pins), execution))
             if len(set(outcomes)) > 1:
                 cell.map_order_decided += 1
                 if cell.map_order_example is None:

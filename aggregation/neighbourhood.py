@@ -28,8 +28,8 @@ from dataclasses import replace
 from aggregation.operator import PodRecreation
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.record import execution_to_proto, verdict_fields
-from aggregation.scenario import ScenarioSpec
-from aggregation.simulate import simulate_each_map_order
+from aggregation.scenario import ModelRefusal, ScenarioSpec
+from aggregation.simulate import each_map_order
 
 JITTER_SECONDS = 0.3
 PHASE_SPREAD = 0.5  # a pod phase moves by up to this fraction of itself, when that is more than JITTER_SECONDS
@@ -97,7 +97,7 @@ def neighbourhood(
     """verdict key -> how many of the scenario and its `samples` jittered copies (`jittered`, with `load` and
     `fastest`) end with it. A copy whose job Go's map order decides (a moment the scenario leaves it to:
     `operator.UndecidedVerdict`) counts once per order: a real operator may take either. A copy the model refuses
-    because the operator would re-create a deleted pod counts as `RE_CREATED_POD`."""
+    because the operator would re-create a deleted pod (under one order, or any) counts as `RE_CREATED_POD` there."""
     rng = random.Random(seed)
     outcomes = Counter(_verdicts(spec))
     for _ in range(samples):
@@ -106,7 +106,12 @@ def neighbourhood(
 
 
 def _verdicts(spec: ScenarioSpec) -> list:
-    try:
-        return [verdict_key(execution_to_proto(execution)) for _, execution in simulate_each_map_order(spec)]
-    except PodRecreation:
-        return [RE_CREATED_POD]
+    verdicts = []
+    for _, execution in each_map_order(spec):
+        if isinstance(execution, PodRecreation):
+            verdicts.append(RE_CREATED_POD)
+        elif isinstance(execution, ModelRefusal):  # a point the model cannot play at all: refused, as `simulate` does
+            raise execution
+        else:
+            verdicts.append(verdict_key(execution_to_proto(execution)))
+    return verdicts

@@ -44,14 +44,14 @@ from typing import Callable, Optional
 
 from aggregation.engine import Clock
 from aggregation.kinds import CleanPodPolicy, JobCondition, ReplicaMapOrder, RunPolicyLimit
-from aggregation.scenario import ScenarioError
+from aggregation.scenario import ModelRefusal
 
 #: the job kind in the operator's condition reasons (`util.NewReason(kind, reason)`)
 JOB_KIND = "PyTorchJob"
 FAILED_REASON = JOB_KIND + "Failed"
 
 
-class UndecidedVerdict(ScenarioError):
+class UndecidedVerdict(ModelRefusal):
     """The operator's verdict at some moment of attempt `attempt` is Go's random map order, and the scenario does not
     pin it: the simulator refuses to pick one. `pins` are the ways to pin it, one (field, order name) per order, for a
     caller that plays each (a sweep, the prover); none when the scenario does not list the attempt, so has no field
@@ -60,13 +60,15 @@ class UndecidedVerdict(ScenarioError):
     def __init__(self, message: str, attempt: int, pinnable: bool) -> None:
         super().__init__(message)
         self.attempt = attempt
+        unlisted = "" if pinnable else ", which the scenario does not list"
+        self.kind = f"Go's map order decides attempt {attempt}{unlisted}"
         field = map_order_field(attempt)
         self.pins: tuple[tuple[str, str], ...] = (
             tuple((field, order.value) for order in ReplicaMapOrder) if pinnable else ()
         )
 
 
-class PodRecreation(ScenarioError):
+class PodRecreation(ModelRefusal):
     """A reconcile of a running job reads a pod that has a deletion mark and has exited. The kubelet removes such a
     pod's object once it has written its final status, and `ReconcilePods` then finds the pod's slot empty and
     creates a new pod in it (`createNewPod`), which runs the task again. The model plays no re-created pod, and does
@@ -84,6 +86,7 @@ class PodRecreation(ScenarioError):
         self.marked_at = marked_at
         self.exit_code = exit_code
         self.heard_at = heard_at
+        self.kind = f"the operator would re-create deleted pod {pod} (attempt {attempt})"
 
 
 def map_order_field(attempt: int) -> str:

@@ -24,8 +24,10 @@ from aggregation.explore import (  # noqa: E402
     MAP_ORDER_LABEL,
     NEUTRAL,
     OUTCOMES,
+    REFUSAL,
     SweepResult,
     map_order_decides,
+    outcome_label,
     shown_outcomes,
 )
 from aggregation.printable import CONTROL_ESCAPES  # noqa: E402
@@ -183,7 +185,7 @@ def timeline_figure(execution, title: str = "") -> Figure:
     return fig
 
 
-COLOUR_MAPS = {GOOD: "Greens", BAD: "Reds", NEUTRAL: "Greys"}
+COLOUR_MAPS = {GOOD: "Greens", BAD: "Reds", NEUTRAL: "Greys", REFUSAL: "YlOrBr"}
 
 
 def outcome_heatmap(result: SweepResult, title: str = "Outcome share per plugin and error aggregation") -> Figure:
@@ -195,7 +197,7 @@ def outcome_heatmap(result: SweepResult, title: str = "Outcome share per plugin 
     """
     rows = [f"{c.plugin} / aggregation {'on' if c.aggregation else 'off'}" for c in result.cells]
     outcomes = shown_outcomes(result)
-    columns = [o.replace("_", " ").lower() for o in outcomes] + ["genuine error masked"]
+    columns = [outcome_label(o) for o in outcomes] + ["genuine error masked"]
     meanings = [result.meaning.get(o, NEUTRAL) for o in outcomes] + [BAD]
     values = [[c.share(o) for o in outcomes] + [c.masked / c.total if c.total else 0.0] for c in result.cells]
     if map_order_decides(result):
@@ -212,21 +214,24 @@ def outcome_heatmap(result: SweepResult, title: str = "Outcome share per plugin 
     ax.imshow(colours, aspect="auto")
     ax.set_xticks(range(len(columns)), columns, rotation=20, ha="right")
     for label, meaning in zip(ax.get_xticklabels(), meanings):
-        label.set_color({GOOD: "darkgreen", BAD: "darkred", NEUTRAL: "dimgray"}[meaning])
+        label.set_color({GOOD: "darkgreen", BAD: "darkred", NEUTRAL: "dimgray", REFUSAL: "darkgoldenrod"}[meaning])
     ax.set_yticks(range(len(rows)), rows)
     for i, row in enumerate(values):
         for j, value in enumerate(row):
             ax.text(
                 j, i, f"{value:.0%}", ha="center", va="center", fontsize=9, color="white" if value > 0.6 else "black"
             )
+    handles = [
+        Patch(color=matplotlib.colormaps["Greens"](0.7), label="what a correct plugin produces here"),
+        Patch(color=matplotlib.colormaps["Reds"](0.7), label="a bad outcome for this scenario"),
+        Patch(color=matplotlib.colormaps["Greys"](0.5), label="neither"),
+    ]
+    if REFUSAL in meanings:
+        handles.append(Patch(color=matplotlib.colormaps["YlOrBr"](0.5), label="a point the model refuses"))
     fig.legend(
-        handles=[
-            Patch(color=matplotlib.colormaps["Greens"](0.7), label="what a correct plugin produces here"),
-            Patch(color=matplotlib.colormaps["Reds"](0.7), label="a bad outcome for this scenario"),
-            Patch(color=matplotlib.colormaps["Greys"](0.5), label="neither"),
-        ],
+        handles=handles,
         loc="outside lower center",
-        ncol=3,
+        ncol=len(handles),
         fontsize=8,
         frameon=False,
     )
@@ -299,12 +304,18 @@ def candidates_figure(explanation) -> Figure:
     return fig
 
 
-SHADES = {GOOD: ("#3a9d5d", "#8fd19e"), BAD: ("#c8433a", "#ec9a3c", "#8e44ad"), NEUTRAL: ("#9a9a9a", "#cfcfcf")}
+SHADES = {
+    GOOD: ("#3a9d5d", "#8fd19e"),
+    BAD: ("#c8433a", "#ec9a3c", "#8e44ad"),
+    NEUTRAL: ("#9a9a9a", "#cfcfcf"),
+    REFUSAL: ("#e6c229",),
+}
 
 
 def outcome_colours(meaning: dict) -> dict[str, str]:
-    """One colour per outcome: greens for what a correct plugin produces here, reds for bad ones, greys else."""
-    colours, used = {}, {GOOD: 0, BAD: 0, NEUTRAL: 0}
+    """One colour per outcome: greens for what a correct plugin produces here, reds for bad ones, yellow where the
+    model refuses, greys else."""
+    colours, used = {}, {GOOD: 0, BAD: 0, NEUTRAL: 0, REFUSAL: 0}
     for outcome in OUTCOMES:
         kind = meaning.get(outcome, NEUTRAL)
         shades = SHADES[kind]
@@ -361,15 +372,13 @@ def region_figure(maps, meaning: dict, title: str = "") -> Figure:
         ax.set_xlabel(region_map.x.field, fontsize=8)
         ax.set_ylabel(region_map.y.field, fontsize=8)
         shares = ", ".join(
-            f"{o.replace('_', ' ').lower()} {float(region_map.share(o)):.1%}"
-            for o in region_map.outcomes()
-            if region_map.share(o)
+            f"{outcome_label(o)} {float(region_map.share(o)):.1%}" for o in region_map.outcomes() if region_map.share(o)
         )
         ax.set_title(f"{plain(label)}\n{len(region_map.regions)} paths: {shares}", fontsize=9)
     for ax in list(axes.flat)[len(maps) :]:
         ax.set_visible(False)
     fig.legend(
-        handles=[Patch(color=colours[o], label=o.replace("_", " ").lower()) for o in OUTCOMES if o in shown],
+        handles=[Patch(color=colours[o], label=outcome_label(o)) for o in OUTCOMES if o in shown],
         loc="outside lower center",
         ncol=len(shown),
         fontsize=8,

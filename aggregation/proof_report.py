@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from aggregation.prove import (
     COUNTEREXAMPLE,
     PROVED,
+    PathResult,
     Proof,
     inside_first,
     number_text,
@@ -96,13 +97,23 @@ def render_proof(proof: Proof, console: "Console") -> None:
     if proof.verdict == PROVED:
         return
     if proof.verdict != COUNTEREXAMPLE:
-        console.print("UNKNOWN is no proof: the claim may or may not hold for the paths left", highlight=False)
+        if proof.refusals:
+            _print_refusals(proof, console)
+        if proof.refusals and not proof.reason:
+            left = len(proof.paths) - len(proof.refusals)
+            holds = f"The claim holds on the other {counted(left, 'path')}. " if left else ""
+            open_where = "UNKNOWN is no proof: the claim may or may not hold where the model refuses"
+            _print_wrapped(console, holds + open_where)
+        else:
+            console.print("UNKNOWN is no proof: the claim may or may not hold for the paths left", highlight=False)
         return
     broken = len(proof.counterexamples)
     if proof.fails_everywhere:
         console.print(f"\nThe claim fails on {_every_path(broken)}: everywhere in the box.", highlight=False)
     else:
         _print_conditions(proof, console)
+    if proof.refusals:
+        _print_refusals(proof, console)
     first = next((p for p in proof.counterexamples if replayable(p)), proof.counterexamples[0])
     console.print()
     _print_wrapped(console, f"A witness: {point_text({**dict(first.choices), **first.witness})}", joint=", ")
@@ -130,6 +141,37 @@ def _print_conditions(proof: Proof, console: "Console") -> None:
         console.print(f"  (and {more}; --json lists them)", highlight=False)
 
 
+def _print_refusals(proof: Proof, console: "Console") -> None:
+    """Where the model refuses to play: each refused path's condition, its witness and the refusal's line there."""
+    refused = len(proof.refusals)
+    everywhere = " (everywhere in the box)" if refused == len(proof.paths) else ""
+    console.print(
+        f"\nThe model refuses on {refused:,} of the {len(proof.paths):,} paths{everywhere}, where:", highlight=False
+    )
+    for index, (path, condition) in enumerate(zip(proof.refusals, proof.refusal_conditions[:SHOWN_CONDITIONS])):
+        console.print(f"  path {index + 1}:", highlight=False)
+        if not everywhere:
+            for line in condition:
+                _print_wrapped(console, line, "    ", joint=" and ")
+        _print_wrapped(console, f"e.g. at {point_text({**dict(path.choices), **path.witness})}:", "    ", joint=", ")
+        for line in textwrap.wrap(path.refused, max(console.width, 40) - 6, break_long_words=False):
+            console.print(f"      {line}", highlight=False, soft_wrap=True, markup=False)
+    if refused > SHOWN_CONDITIONS:
+        console.print(f"  (and {counted(refused - SHOWN_CONDITIONS, 'more path')}; --json lists them)", highlight=False)
+
+
+def _path_to_json(proof: Proof, path: PathResult) -> dict:
+    return {
+        "witness": {name: float(v) for name, v in path.witness.items()},
+        "witness_exact": {name: str(v) for name, v in path.witness.items()},
+        # whether `witness` is the point itself (whole nanoseconds): else only `witness_exact` takes the path
+        "replayable": replayable(path),
+        "choices": dict(path.choices),
+        "behaviour": path.behaviour.describe(),
+        "final_phase": path.behaviour.final_phase,
+    }
+
+
 def proof_to_json(proof: Proof) -> dict:
     return {
         "verdict": proof.verdict,
@@ -144,18 +186,21 @@ def proof_to_json(proof: Proof) -> dict:
         "fails_everywhere": proof.fails_everywhere,
         "counterexamples": [
             {
-                "witness": {name: float(v) for name, v in p.witness.items()},
-                "witness_exact": {name: str(v) for name, v in p.witness.items()},
-                # whether `witness` is the point itself (whole nanoseconds): else only `witness_exact` takes the path
-                "replayable": replayable(p),
-                "choices": dict(p.choices),
-                "behaviour": p.behaviour.describe(),
-                "final_phase": p.behaviour.final_phase,
+                **_path_to_json(proof, p),
                 # the first few paths' conditions: readable (ranges of the fields), and exact (as recorded)
                 "condition": list(proof.conditions[index]) if index < len(proof.conditions) else None,
                 "exact_condition": list(proof.exact_conditions[index]) if index < len(proof.exact_conditions) else None,
             }
             for index, p in enumerate(proof.counterexamples)
+        ],
+        # the paths the model refuses to play: the claim is open there (a refused path is no counterexample)
+        "refusals": [
+            {
+                **_path_to_json(proof, p),
+                "reason": p.refused,
+                "condition": list(proof.refusal_conditions[index]) if index < len(proof.refusal_conditions) else None,
+            }
+            for index, p in enumerate(proof.refusals)
         ],
         "behaviour_list": sorted({p.behaviour.describe() for p in proof.paths}),
     }

@@ -7,11 +7,14 @@ assignment in the box that no explored path covers, and the next run explores it
 exists, every path has been seen and the claim is decided for the whole box, not for a grid of it.
 
 Answers: PROVED (every path keeps the claim), COUNTEREXAMPLE (a path breaks it: its witness, and the condition
-under which the claim fails), UNKNOWN (the budget ran out, the solver gave up, or the simulator did something
-the recording cannot follow; never reported as proved). Discrete fields (which pod) are enumerated value by
-value. Where a run meets a moment the operator's random map order decides (`operator.UndecidedVerdict`) and the
-scenario leaves it to Go, the region that run reached is explored once per order, each path naming the order it took
-as one of its choices: a claim is proved only if it holds whichever order Go picks.
+under which the claim fails), UNKNOWN (the budget ran out, the solver gave up, the simulator did something
+the recording cannot follow, or the model refuses to play part of the box; never reported as proved). A point the
+model refuses (`scenario.ModelRefusal`, e.g. a deleted pod the operator would re-create) is refused on the whole
+path its run took, as exactly as any other path: such a path is kept, with its condition, as a refused region.
+Discrete fields (which pod) are enumerated value by value. Where a run meets a moment the operator's random map
+order decides (`operator.UndecidedVerdict`) and the scenario leaves it to Go, the region that run reached is explored
+once per order, each path naming the order it took as one of its choices: a claim is proved only if it holds
+whichever order Go picks.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from aggregation.nanoseconds import decimal_places, decimal_text, nearest_tick, 
 from aggregation.operator import UndecidedVerdict
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.results import Execution
-from aggregation.scenario import ScenarioError, ScenarioSource
+from aggregation.scenario import ModelRefusal, ScenarioError, ScenarioSource
 from aggregation.symbolic import Constraint, Path, Sym, TermKey, atoms_in, holds, recording
 
 PROVED, COUNTEREXAMPLE, UNKNOWN = "PROVED", "COUNTEREXAMPLE", "UNKNOWN"
@@ -131,7 +134,7 @@ def parse_claim(text: str, message: pb.Scenario) -> Claim:
         )
     for subject, read, allowed in (
         ("phase", lambda e: e.final_phase.value, PHASES),
-        ("outcome", explore.outcome_of, explore.OUTCOMES),
+        ("outcome", explore.outcome_of, tuple(o for o in explore.OUTCOMES if o != explore.REFUSED)),
         ("code", lambda e: e.final_code or "", None),
     ):
         for operator in ("!=", "="):
@@ -193,7 +196,10 @@ class Behaviour:
         return f"{self.final_phase}{code}: " + "; ".join(self.attempts)
 
 
-def behaviour_of(execution: Execution) -> Behaviour:
+def behaviour_of(execution: "Execution | ModelRefusal") -> Behaviour:
+    """An execution's behaviour; a refusal's is REFUSED and its `kind` (the same across the region it holds on)."""
+    if isinstance(execution, ModelRefusal):
+        return Behaviour((execution.kind,), explore.REFUSED, "", explore.REFUSED)
     steps = []
     for result in execution.attempts:
         winner = result.winner
@@ -206,10 +212,11 @@ def behaviour_of(execution: Execution) -> Behaviour:
 
 @dataclass(frozen=True)
 class Run:
-    """One concolic run: the path condition it recorded and what it did (or the one line the model refused)."""
+    """One concolic run: the path condition it recorded and what it did: its execution, or the model's refusal to play
+    the point; `refused` is the one line of a scenario the model takes as no valid input at all."""
 
     constraints: tuple[Constraint, ...]
-    execution: Optional[Execution]
+    execution: "Execution | ModelRefusal | None"
     refused: Optional[str]
     untraceable: tuple[str, ...]
     #: where the run stopped at a moment Go's map order decides: one (field, order) per order, to run each with
@@ -260,27 +267,33 @@ def run_symbolic(problem: Problem, assignment: dict[str, Fraction]) -> Run:
         try:
             execution = simulate(problem.spec_from(message))
         except UndecidedVerdict as e:
-            if not e.pins:
-                refused = str(e)
+            execution = None if e.pins else e
             pins = e.pins
+        except ModelRefusal as e:
+            execution = e
         except ScenarioError as e:
             refused = str(e)
     return Run(tuple(path.constraints), execution, refused, tuple(path.untraceable), pins)
 
 
-def replay(problem: Problem, assignment: dict[str, Fraction]) -> Execution:
-    """The plain simulator, on plain floats, at `assignment`: what `aggsim simulate` says of that point."""
+def replay(problem: Problem, assignment: dict[str, Fraction]) -> "Execution | ModelRefusal":
+    """The plain simulator, on plain floats, at `assignment`: what `aggsim simulate` says of that point (the
+    execution, or the model's refusal to play it)."""
     from aggregation.simulate import simulate
 
-    return simulate(problem.spec_from(problem.with_values(assignment)))
+    try:
+        return simulate(problem.spec_from(problem.with_values(assignment)))
+    except ModelRefusal as refusal:
+        return refusal
 
 
-def replay_each_map_order(problem: Problem, assignment: dict[str, Fraction]) -> dict[tuple, Execution]:
+def replay_each_map_order(problem: Problem, assignment: dict[str, Fraction]) -> dict[tuple, "Execution | ModelRefusal"]:
     """The plain simulator at `assignment` under each map order Go may take where the scenario leaves it to Go (as a
-    sweep runs the point): the orders each execution took (none where no order decides) -> the execution."""
-    from aggregation.simulate import simulate_each_map_order
+    sweep runs the point): the orders each execution took (none where no order decides) -> the execution, or the
+    model's refusal there."""
+    from aggregation.simulate import each_map_order
 
-    return dict(simulate_each_map_order(problem.spec_from(problem.with_values(assignment))))
+    return dict(each_map_order(problem.spec_from(problem.with_values(assignment))))
 
 
 # --- the search ---------------------------------------------------------------------------------------------
@@ -290,7 +303,8 @@ class PathResult:
     witness: dict  # field -> Fraction: a point that takes this path
     constraints: tuple[Constraint, ...]
     behaviour: Behaviour
-    holds: bool
+    holds: bool  # False on a refused path too: nothing there keeps the claim
+    refused: str = ""  # the model's refusal at the witness (one line), where it refuses the whole path
 
 
 def replayable(path: PathResult) -> bool:
@@ -314,6 +328,8 @@ class Proof:
     choices: tuple[Choice, ...] = ()
     problem: Optional[Problem] = None  # the scenario as written, with the plugin, flag and deployment proved for
     exact_conditions: tuple[tuple[str, ...], ...] = ()  # per counterexample path: the recorded condition, minimal
+    refusals: tuple[PathResult, ...] = ()  # the paths the model refuses to play, in `inside_first` order
+    refusal_conditions: tuple[tuple[str, ...], ...] = ()  # per refused path (the first few): readable
 
     @property
     def behaviours(self) -> int:
@@ -325,7 +341,7 @@ class Proof:
         assignment in it (no condition narrows it down)."""
         return self.verdict == COUNTEREXAMPLE and not self.reason and len(self.counterexamples) == len(self.paths)
 
-    def replay(self, path: PathResult) -> Execution:
+    def replay(self, path: PathResult) -> "Execution | ModelRefusal":
         """The plain simulator, on plain floats, at `path`'s witness (in its sub-box)."""
         return replay(self.problem.with_choices(path.choices), path.witness)
 
@@ -550,6 +566,9 @@ def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, 
             pending.extend((run.constraints, None, pins + (pin,)) for pin in run.pins)
             continue
         behaviour = behaviour_of(run.execution)
+        if isinstance(run.execution, ModelRefusal):  # every point of the path meets the same refusal
+            paths.append(PathResult(combo + pins, point, run.constraints, behaviour, False, str(run.execution)))
+            continue
         paths.append(PathResult(combo + pins, point, run.constraints, behaviour, claim.holds(run.execution)))
     return ""
 
@@ -579,13 +598,23 @@ def prove(
         if unknown:
             break
     seconds = budget.elapsed()
-    broken = tuple(sorted((p for p in paths if not p.holds), key=lambda p: inside_first(p, intervals)))
+
+    def ordered(kept) -> tuple[PathResult, ...]:
+        return tuple(sorted(kept, key=lambda p: inside_first(p, intervals)))
+
+    broken = ordered(p for p in paths if not p.holds and not p.refused)
+    refusals = ordered(p for p in paths if p.refused)
     from aggregation.conditions import readable_condition  # it builds on this module's solver
 
     conditions = tuple(readable_condition(p, intervals) for p in broken[:CONDITIONS])
     exact = tuple(exact_condition(p, intervals) for p in broken[:CONDITIONS])
-    verdict = COUNTEREXAMPLE if broken else UNKNOWN if unknown else PROVED
-    return Proof(verdict, claim, tuple(paths), seconds, unknown, broken, conditions, intervals, choices, whole, exact)
+    refused = tuple(readable_condition(p, intervals) for p in refusals[:CONDITIONS])
+    # a counterexample is one wherever else the model refuses; without one, a refused region leaves the claim open
+    verdict = COUNTEREXAMPLE if broken else UNKNOWN if unknown or refusals else PROVED
+    return Proof(
+        verdict, claim, tuple(paths), seconds, unknown, broken, conditions, intervals, choices, whole, exact,
+        refusals, refused,
+    )  # fmt: skip
 
 
 def inside_first(path: PathResult, intervals: Sequence[Interval]) -> tuple[bool, bool, bool]:

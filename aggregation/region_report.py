@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from aggregation.explore import BAD, GOOD, OUTCOMES
+from aggregation.explore import BAD, GOOD, OUTCOMES, REFUSAL, outcome_label
 from aggregation.proof_report import counted
 from aggregation.regions import RegionCell
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-_STYLE = {GOOD: "green", BAD: "bold red"}
+_STYLE = {GOOD: "green", BAD: "bold red", REFUSAL: "yellow"}
 
 
 def _number(value) -> str:
@@ -40,8 +40,8 @@ def render_regions(cells: Sequence[RegionCell], meaning: dict, console: "Console
             if outcome in region_map.outcomes():
                 share = region_map.share(outcome)
                 style = _STYLE.get(meaning.get(outcome), "") if share else ""
-                label = outcome.replace("_", " ").lower()
-                console.print(Text.assemble(f"  {label:<20} ", (f"{float(share):>8.3%}", style)), highlight=False)
+                label = outcome_label(outcome)
+                console.print(Text.assemble(f"  {label:<21} ", (f"{float(share):>8.3%}", style)), highlight=False)
     if any(r.relaxed for c in cells for r in c.map.regions):
         console.print(
             "\nBoundaries through nanosecond stamps are exact to a nanosecond (the stamps' own resolution).",

@@ -49,7 +49,8 @@ class Region:
 
 @dataclass(frozen=True)
 class RegionMap:
-    """Every path of a two-field box; the regions partition the box (boundary paths have no area)."""
+    """Every path of a two-field box; the regions partition the box (boundary paths have no area). Where the model
+    refuses to play (`scenario.ModelRefusal`), a region's outcome is REFUSED."""
 
     x: Interval
     y: Interval
@@ -166,7 +167,7 @@ def region_map(
     if x.field == y.field:
         raise ProveError(f"--vary {x.field}: given twice")
     proof = prove(source, _EVERYTHING, (x, y), plugin, aggregation, deployment, max_paths, max_seconds)
-    if proof.verdict == UNKNOWN:
+    if proof.verdict == UNKNOWN and proof.reason:  # not where the model refuses: that is a region of its own
         hint = " (raise --max-paths or --max-seconds)" if proof.reason.startswith("the budget ran out") else ""
         raise ProveError(f"the region map cannot be drawn exactly: {proof.reason}{hint}")
     assert proof.verdict != COUNTEREXAMPLE  # the claim holds everywhere by construction

@@ -15,8 +15,10 @@ from aggregation.explore import (
     MAP_ORDER_LABEL,
     NEUTRAL,
     OUTCOMES,
+    REFUSAL,
     SweepResult,
     map_order_decides,
+    outcome_label,
     shown_outcomes,
 )
 from aggregation.kinds import JobCondition
@@ -167,7 +169,7 @@ def print_counterexample(console: Console, assignment, execution: Execution) -> 
     console.print(final_line(execution), highlight=False)
 
 
-_STYLE = {GOOD: "green", BAD: "bold red", NEUTRAL: "", None: ""}
+_STYLE = {GOOD: "green", BAD: "bold red", NEUTRAL: "", REFUSAL: "yellow", None: ""}
 
 
 def _counts(cell, outcomes, map_order: bool) -> list[tuple[str, int]]:
@@ -180,10 +182,6 @@ def _counts(cell, outcomes, map_order: bool) -> list[tuple[str, int]]:
 def _share(count: int, total: int, meaning) -> Text:
     """ "12 (34%)", green when a good outcome happened, red when a bad one did."""
     return Text(f"{count} ({count / total if total else 0.0:.0%})", style=_STYLE[meaning] if count else "")
-
-
-def _outcome_label(outcome: str) -> str:
-    return outcome.replace("_", " ").lower()
 
 
 def render_sweep(
@@ -199,7 +197,7 @@ def render_sweep(
     )
     outcomes = shown_outcomes(result)
     map_order = map_order_decides(result)
-    headers = ["plugin", "aggre-\ngation", *(_outcome_label(o) for o in outcomes), "genuine error masked"]
+    headers = ["plugin", "aggre-\ngation", *(outcome_label(o) for o in outcomes), "genuine error masked"]
     headers += [MAP_ORDER_LABEL] if map_order else []
     meaning = {**result.meaning, "MASKED": BAD, "MAP_ORDER": BAD}
     rows = [
@@ -236,14 +234,20 @@ def render_sweep(
         for outcome in OUTCOMES:
             if outcome in cell.counterexamples and outcome in ("FAILED_PERMANENTLY", "SUCCEEDED_SILENTLY"):
                 assignment, execution = cell.counterexamples[outcome]
-                console.print(f"\n[bold]{label}: first case of {_outcome_label(outcome)}[/bold]")
+                console.print(f"\n[bold]{label}: first case of {outcome_label(outcome)}[/bold]")
                 print_counterexample(console, assignment, execution)
+        if cell.refusal_example is not None:
+            assignment, why = cell.refusal_example
+            console.print(f"\n[bold]{label}: first point the model refuses[/bold]")
+            console.print(literal(", ".join(f"{name}={value}" for name, value in assignment)), highlight=False)
+            for line in textwrap.wrap(why, max(console.width, 40) - 2, break_long_words=False, break_on_hyphens=False):
+                console.print(literal(f"  {line}"), highlight=False, soft_wrap=True)
         if cell.map_order_example is not None:
             assignment, orders = cell.map_order_example
             console.print(f"\n[bold]{label}: first point Go's map order decides[/bold]")
             console.print(literal(", ".join(f"{name}={value}" for name, value in assignment)), highlight=False)
             for pins, outcome in orders:
-                console.print(literal(f"  {' '.join(f'{n}={v}' for n, v in pins)}: {_outcome_label(outcome)}"))
+                console.print(literal(f"  {' '.join(f'{n}={v}' for n, v in pins)}: {outcome_label(outcome)}"))
             console.print(
                 literal("  (counted under the worst; pin the field in the scenario to replay one)"),
                 highlight=False,
@@ -282,6 +286,14 @@ def _map_order_example_to_json(example) -> Optional[dict[str, Any]]:
     }
 
 
+def _refusal_example_to_json(example) -> Optional[dict[str, Any]]:
+    """The first point the model refuses: its assignment and the refusal's line (None when there is none)."""
+    if example is None:
+        return None
+    assignment, why = example
+    return {"assignment": dict(assignment), "reason": why}
+
+
 def sweep_to_json(result: SweepResult) -> dict[str, Any]:
     return {
         "assignments": result.assignments,
@@ -307,6 +319,7 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
                     for outcome, (assignment, execution) in cell.counterexamples.items()
                 },
                 "map_order_example": _map_order_example_to_json(cell.map_order_example),
+                "refusal_example": _refusal_example_to_json(cell.refusal_example),
             }
             for cell in result.cells
         ],

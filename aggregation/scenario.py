@@ -40,6 +40,14 @@ class ScenarioError(ValueError):
     """A scenario that cannot be simulated; the message is one line: FILE:LINE: FIELD: problem."""
 
 
+class ModelRefusal(ScenarioError):
+    """A valid scenario that the model cannot play faithfully at this point; the message says what and why in one
+    line. `simulate` exits with it. A sweep counts the point as REFUSED and goes on. `prove` maps the region where
+    it happens. `kind` names the refusal without this point's instants, so it reads the same across a region."""
+
+    kind = "the model refuses the point"
+
+
 @dataclass(frozen=True)
 class PodTiming:
     rendezvous: float = defaults.RENDEZVOUS_SECONDS

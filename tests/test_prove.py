@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from aggregation import nanoseconds
 from aggregation import prove as P
+from aggregation.operator import PodRecreation
 from aggregation.scenario import ScenarioError, parse_scenario_source, read_scenario
 from aggregation.strategies import boxes, scenarios
 from aggregation.symbolic import Path, Sym, holds, recording
@@ -392,6 +393,20 @@ EXACTNESS_CASES.append(
         True,
     )
 )
+# where a busy operator reads a deleted pod that has exited, the model refuses: a region of its own, just as exact
+EXACTNESS_CASES.append(
+    (
+        "preemption_by_pod_deletion",
+        "retries",
+        (
+            "attempts[0].events[1].at_seconds=30..31",
+            "job.reconcile_seconds=0..2",
+            "timings.upload_seconds=0.05..3",
+        ),
+        "upstream",
+        True,
+    )
+)
 # where the Master's success and the Worker's deletion mark meet, the prover explores both orders
 EXACTNESS_CASES += [
     (  # the tie is a plane of the box (the deletion at the Master's exit)
@@ -598,8 +613,9 @@ def test_generated_scenarios_and_boxes_are_proved_exactly(data) -> None:
     numbers varied around their values and sometimes which pod an event hits (`strategies.boxes`). A complete
     answer's paths tile the box: a random point lies in exactly one of them, and the plain simulator on plain
     floats does there what that path recorded (a float sum rounded across a boundary excepted); every float
-    witness does what its path recorded. A box holding a scenario the model refuses is refused, and the refusal
-    is the plain simulator's own."""
+    witness does what its path recorded. A box holding an invalid scenario is refused; where the model refuses to
+    play a valid one (`scenario.ModelRefusal`), the refused paths tile with the rest, and the plain simulator refuses
+    there too."""
     message = data.draw(scenarios(max_pods=3, max_attempts=2, max_events=3), label="scenario")
     varies = data.draw(boxes(message), label="varies")
     source = parse_scenario_source(text_format.MessageToString(message), "<generated>")
@@ -610,10 +626,12 @@ def test_generated_scenarios_and_boxes_are_proved_exactly(data) -> None:
         assert "the box holds scenarios the model refuses" in str(e), e
         event("refused")
         return
-    if proof.verdict == P.UNKNOWN or proof.reason:
+    if proof.reason:
         event("no complete answer")
         return  # the budget ran out, or a run the prover cannot follow: never an answer, nothing to check
     event(f"answered: {'one path' if len(proof.paths) == 1 else 'several paths'}")
+    if proof.refusals:
+        event("the model refuses part of the box")
     for path in proof.paths:
         if P.replayable(path):
             behaviour = P.behaviour_of(proof.replay(path))
@@ -891,26 +909,50 @@ def test_go_s_map_order_decides_exactly_where_the_operator_s_wait_covers_the_gap
     assert by_order == {"MASTER_FIRST": {"SUCCEEDED"}, "WORKER_FIRST": {"RETRIED_THEN_SUCCEEDED"}}
 
 
-def test_a_box_where_the_operator_would_re_create_a_deleted_pod_is_refused_and_below_it_the_claim_is_decided():
+def test_where_the_operator_would_re_create_a_deleted_pod_the_box_holds_a_refused_region_and_elsewhere_is_decided():
     """training-operator v1.8.0 `pkg/controller.v1/common/pod.go` `ReconcilePods` creates a new pod in an empty slot
     (`createNewPod`), and the kubelet removes a deleted pod once its final status is written. In the shipped
     pod-deletion preemption the upstream plugin's worker-1 exits 0 0.78 s after its mark. With the work queue's wait
     below that, the mark is read while the pod runs: Failed and retried, proved over the whole range. At 0.78 s the
     read and the heard exit share an instant: the object is still there and counts by its phase, exit 0, so the elastic
     job is Succeeded and the preemption silent, at that point alone. Past it a real operator may find the pod gone and
-    re-create it, which the model does not play: the box is refused, naming a point and why."""
+    re-create it, which the model does not play: that region is refused, exactly (`reconcile_seconds > 0.78`), and is
+    neither a counterexample nor part of a proof. The counterexample at 0.78 s stands; for the recoverable plugin,
+    which keeps the claim everywhere else, the answer is UNKNOWN, naming the refused region."""
     deletion = "preemption_by_pod_deletion"
     below = _proof(deletion, "retries", ("job.reconcile_seconds=0..0.77",), "upstream", True)
     assert below.verdict == P.PROVED and {p.behaviour.final_phase for p in below.paths} == {"RETRIED_THEN_SUCCEEDED"}
-    at_the_exit = _proof(deletion, "retries", ("job.reconcile_seconds=0..0.78",), "upstream", True)
-    assert at_the_exit.verdict == P.COUNTEREXAMPLE
-    [silent] = at_the_exit.counterexamples
+    assert not below.refusals
+    whole = _proof(deletion, "retries", ("job.reconcile_seconds=0..2",), "upstream", True)
+    assert whole.verdict == P.COUNTEREXAMPLE
+    [silent] = whole.counterexamples
     assert silent.witness == {"job.reconcile_seconds": Fraction("0.78")}
     assert silent.behaviour.final_phase == "SUCCEEDED_SILENTLY"
-    with pytest.raises(
-        P.ProveError, match=r"refuses, e\.g\. at job\.reconcile_seconds=.*ReconcilePods -> createNewPod"
-    ):
-        _proof(deletion, "retries", ("job.reconcile_seconds=0..2",), "upstream", True)
+    [refused] = whole.refusals
+    assert whole.refusal_conditions == (("reconcile_seconds > 0.78",),)
+    assert refused.behaviour.outcome == "REFUSED" and "ReconcilePods -> createNewPod" in refused.refused
+    replayed = whole.replay(refused)
+    assert isinstance(replayed, PodRecreation) and str(replayed) == refused.refused
+    recoverable = _proof(deletion, "retries", ("job.reconcile_seconds=0..2",), "recoverable", True)
+    assert recoverable.verdict == P.UNKNOWN and not recoverable.reason and not recoverable.counterexamples
+    assert recoverable.refusal_conditions == (("reconcile_seconds > 0.78",),)
+
+
+def test_prove_names_the_refused_region_and_exits_unknown(tmp_path) -> None:
+    """What a reader sees: the refused region's condition, a point in it and the model's line there, the count of paths
+    the claim holds on, and exit 3 (UNKNOWN); the JSON lists the region with its reason."""
+    args = ("prove", "preemption_by_pod_deletion", "--claim", "retries", "--plugin", "recoverable")
+    args += ("--vary", "job.reconcile_seconds=0..2", "--vary", "timings.upload_seconds=0.05..3")
+    shown = _aggsim(*args)
+    assert shown.returncode == 3, shown.stderr
+    assert "The model refuses on 2 of the 42 paths, where:" in shown.stdout
+    assert "reconcile_seconds - upload_seconds > 0.73" in shown.stdout
+    assert "The claim holds on the other 40 paths." in shown.stdout
+    assert max(len(line) for line in shown.stdout.splitlines()) <= 80
+    document = json.loads(_aggsim(*args, "--json").stdout)
+    assert document["verdict"] == "UNKNOWN" and document["reason"] is None and not document["counterexamples"]
+    assert [r["final_phase"] for r in document["refusals"]] == ["REFUSED", "REFUSED"]
+    assert all("createNewPod" in r["reason"] and r["condition"] for r in document["refusals"])
 
 
 def test_a_witness_names_its_discrete_choices_and_its_map_order_so_simulate_replays_it(tmp_path) -> None:

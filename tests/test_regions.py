@@ -35,6 +35,8 @@ CASES = [
     (PREEMPTION, SIGNAL, LOOK, "seed-pr", True),
     (PREEMPTION, SIGNAL, SHUTDOWN, "seed-pr", False),
     ("sibling_user_error_cleanup", "attempts[0].events[0].at_seconds=20..21", LOOK, "seed-pr", False),
+    # a busy operator: where it reads the deleted worker after its exit, the model refuses (a region of its own)
+    ("preemption_by_pod_deletion", "job.reconcile_seconds=0..2", "timings.upload_seconds=0.05..3", "upstream", True),
 ]
 _MAPS: dict = {}
 
@@ -143,6 +145,20 @@ def test_seed_pr_retries_in_a_strip_a_grid_would_miss() -> None:
     outside = {x.field: x_low - Fraction(1, 100), y.field: inside[y.field]}
     assert regions.outcome_at((outside[x.field], outside[y.field])) == "FAILED_PERMANENTLY"
     assert explore.outcome_of(replay(problem, outside)) == "FAILED_PERMANENTLY"
+
+
+def test_where_the_model_refuses_is_a_region_with_its_exact_share() -> None:
+    """training-operator v1.8.0 `ReconcilePods` would re-create the deleted worker where the busy operator reads it
+    after its exit (`operator.PodRecreation`): 0.78 s after its mark with a 0.05 s upload, one second per second of
+    upload later. So the model refuses where reconcile_seconds - upload_seconds > 0.73: a triangle with legs
+    2 - 0.78 = 1.22 in the 2 x 2.95 box. Everywhere else the upstream plugin's preemption is retried; on the line
+    itself (no area) the exit counts and the preemption is silent."""
+    _, _, regions = _map(CASES[-1])
+    assert regions.share("REFUSED") == Fraction("1.22") ** 2 / 2 / (2 * Fraction("2.95"))
+    assert regions.share("RETRIED") == 1 - regions.share("REFUSED")
+    assert regions.share("SUCCEEDED_SILENTLY") == 0 and "SUCCEEDED_SILENTLY" in regions.outcomes()
+    assert regions.outcome_at((Fraction("1.9"), Fraction("0.1"))) == "REFUSED"  # inside: the edge has no area
+    assert regions.outcome_at((Fraction(1), Fraction("0.5"))) == "RETRIED"
 
 
 def test_a_product_of_varied_fields_is_refused_not_drawn() -> None:

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from aggregation import defaults
 from aggregation.cli import main
 from aggregation.engine import Clock
-from aggregation.explore import Variation, default_variations, outcome_of, sweep
+from aggregation.explore import Variation, default_variations, outcome_of, shown_outcomes, sweep
 from aggregation.kinds import CleanPodPolicy, ReplicaMapOrder
 from aggregation.operator import PodRecreation, TrainingOperator, UndecidedVerdict
 from aggregation.record import execution_to_json
@@ -1803,15 +1803,83 @@ def test_a_sweep_counts_a_point_the_map_order_decides_under_its_worst_outcome_an
         "outcome": "RETRIED",
     }
     lines = rows.read_text().splitlines()
-    assert lines[0].endswith(",replica_map_order") and len(lines) == 1 + 3
+    assert lines[0].endswith(",replica_map_order,refusal") and len(lines) == 1 + 3
     tied = [line.split(",") for line in lines if line.startswith(repr(at) + ",")]
-    assert [(row[3], row[-1]) for row in tied] == [
+    assert [(row[3], row[-2]) for row in tied] == [
         ("FAILED_PERMANENTLY", "attempts[0].replica_map_order=MASTER_FIRST"),
         ("RETRIED", "attempts[0].replica_map_order=WORKER_FIRST"),
     ]
     pinned = text.replace("attempts {", "attempts { replica_map_order: WORKER_FIRST")
     replayed = simulate(parse_scenario(pinned, "t", "upstream"))
     assert execution_to_json(replayed) == execution_to_json(execution)
+
+
+def test_a_sweep_counts_a_point_the_model_refuses_and_goes_on(tmp_path):
+    """A point the model refuses to play (`scenario.ModelRefusal`; here `operator.PodRecreation`: the busy operator
+    reads the deleted worker after its exit, and training-operator v1.8.0 `ReconcilePods` would create a new pod in
+    its slot) is counted REFUSED, and the points around it are still decided: below the pod's exit 0.78 s after its
+    mark the job fails and retries, at it the exit counts and the preemption is silent. The first refused point is kept
+    with the model's line, which `simulate` gives there too; `--out` has its row, with the line and nothing played."""
+    from aggregation.caselog import CaseLog
+
+    source = read_scenario("preemption_by_pod_deletion")
+    wait = "job.reconcile_seconds"
+    rows = tmp_path / "cases.jsonl"
+    with CaseLog(str(rows), [wait]) as log:
+        result = sweep(
+            source,
+            [Variation(wait, (0.5, 0.78, 1.0, 2.0))],
+            plugins=("upstream",),
+            flags=(True,),
+            on_case=lambda a, cell, *case: log.write(a, cell.plugin, cell.aggregation, *case),
+        )
+    [cell] = result.cells
+    assert dict(cell.counts) == {"RETRIED": 1, "SUCCEEDED_SILENTLY": 1, "REFUSED": 2} and cell.total == 4
+    assert result.meaning["REFUSED"] == "refused" and "REFUSED" in shown_outcomes(result)
+    assignment, why = cell.refusal_example
+    assert assignment == ((wait, 1.0),) and "ReconcilePods -> createNewPod" in why
+    assert "REFUSED" not in cell.counterexamples
+    with pytest.raises(PodRecreation) as refused:
+        simulate(source.spec("upstream", message=_with(source.message, wait, 1.0)))
+    assert str(refused.value) == why
+    as_json = sweep_to_json(result)["cells"][0]
+    assert as_json["counts"]["REFUSED"] == 2
+    assert as_json["refusal_example"] == {"assignment": {wait: 1.0}, "reason": why}
+    cases = [json.loads(line) for line in rows.read_text().splitlines()]
+    assert [c["outcome"] for c in cases] == ["RETRIED", "SUCCEEDED_SILENTLY", "REFUSED", "REFUSED"]
+    assert cases[2]["refusal"] == why and cases[2]["final_phase"] is None and cases[2]["attempts"] is None
+    assert cases[0]["refusal"] is None
+
+
+def _with(message, field: str, value):
+    from aggregation.explore import assign_field
+
+    copy = type(message)()
+    copy.CopyFrom(message)
+    assign_field(copy, field, value)
+    return copy
+
+
+def test_the_sweep_report_counts_refused_points_only_when_there_are_some():
+    """In a pipe (one block per cell, 80 columns): a row counts the points the model refuses, and the first is shown
+    with the model's line; a sweep with none has no such row."""
+    vary = ["--plugin", "upstream"]
+    busy = subprocess.run(
+        [AGGSIM, "sweep", "preemption_by_pod_deletion", "--vary", "job.reconcile_seconds=0.5,1", *vary],
+        capture_output=True,
+        text=True,
+    )
+    assert busy.returncode == 0, busy.stderr
+    assert "  refused by the model  1 ( 50%)" in busy.stdout
+    block = busy.stdout.split("upstream, aggregation on: first point the model refuses\n", 1)[1].splitlines()
+    assert block[0] == "job.reconcile_seconds=1.0" and block[1].startswith("  the operator's reconcile at 31.6 s")
+    assert all(len(line) <= 80 for line in busy.stdout.splitlines())
+    idle = subprocess.run(
+        [AGGSIM, "sweep", "preemption_by_pod_deletion", "--vary", "job.reconcile_seconds=0,0.5", *vary],
+        capture_output=True,
+        text=True,
+    )
+    assert idle.returncode == 0 and "refuse" not in idle.stdout
 
 
 def test_a_sweep_over_the_map_order_itself_keeps_each_row_s_varied_value(tmp_path):
