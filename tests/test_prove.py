@@ -17,7 +17,7 @@ from pathlib import Path as Path_
 import pytest
 from conftest import BUSY_MAP_ORDER_TIE, MAP_ORDER_TIE
 from google.protobuf import text_format
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from aggregation import nanoseconds
@@ -636,6 +636,45 @@ def test_generated_scenarios_and_boxes_are_proved_exactly(data) -> None:
         if P.replayable(path):
             behaviour = P.behaviour_of(proof.replay(path))
             assert behaviour == path.behaviour or _within_rounding_of(proof, path.choices, path.witness, behaviour)
+    for _ in range(10):
+        point = {i.field: _in_box(i, data.draw(st.floats(float(i.low), float(i.high)))) for i in proof.intervals}
+        choices = tuple((c.field, data.draw(st.sampled_from(c.values))) for c in proof.choices)
+        _agrees_but_for_rounding(proof, choices, point)
+
+
+@settings(max_examples=30, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data())
+def test_generated_refused_regions_tile_with_the_rest_and_the_plain_simulator_refuses_there(data) -> None:
+    """Generated scenarios whose preemptions delete their pods, proved over a busy operator's wait
+    (`job.reconcile_seconds=0..2`) and one more of their numbers: where the operator would re-create a deleted pod
+    (training-operator v1.8.0 `ReconcilePods` -> `createNewPod`; `operator.PodRecreation`), the model refuses the
+    whole path. Refused paths tile the box with the others: a random point lies in exactly one path, and the plain
+    simulator refuses there exactly when that path is refused (a float sum rounded across a boundary excepted); each
+    refused path's float witness is refused by `simulate` with the path's own kind of refusal."""
+    message = data.draw(scenarios(max_pods=3, max_attempts=2, max_events=3), label="scenario")
+    preemptions = [e for a in message.attempts for e in a.events if e.WhichOneof("kind") == "preemption"]
+    assume(preemptions)
+    for event_ in preemptions:
+        event_.preemption.pod_deleted = True
+    more = [v for v in data.draw(boxes(message, max_fields=1), label="more") if not v.startswith("job.reconcile")]
+    source = parse_scenario_source(text_format.MessageToString(message), "<generated>")
+    try:
+        ranges = [P.parse_range(v, source.message) for v in ("job.reconcile_seconds=0..2", *more)]
+        proof = P.prove(source, P.parse_claim("phase=SUCCEEDED", source.message), ranges, max_paths=80, max_seconds=20)
+    except ScenarioError as e:  # a box with no valid scenario in some corner (e.g. a deletion after the job ends)
+        assert "refuses" in str(e) or "--vary" in str(e), e
+        event("refused whole")
+        return
+    if proof.reason:
+        event("no complete answer")
+        return
+    event("refused regions" if proof.refusals else "nothing refused")
+    for path in proof.refusals:
+        if P.replayable(path):
+            replayed = proof.replay(path)
+            assert P.behaviour_of(replayed) == path.behaviour or _within_rounding_of(
+                proof, path.choices, path.witness, P.behaviour_of(replayed)
+            )
     for _ in range(10):
         point = {i.field: _in_box(i, data.draw(st.floats(float(i.low), float(i.high)))) for i in proof.intervals}
         choices = tuple((c.field, data.draw(st.sampled_from(c.values))) for c in proof.choices)
