@@ -1,8 +1,9 @@
 """Scenarios nobody chose, run for real: a fixed seed's sample of `scenarios(playable=True)` on real pods.
 
-A scenario whose simulated verdict changes when its timings move by up to 0.3 s (`aggregation.neighbourhood`)
-is a race, and the real verdict must be one the simulator predicts for that neighbourhood; every other scenario
-must agree with the simulator field for field. Either way, as for every shared real run, no pod, agent or
+A scenario whose simulated verdict changes when its timings move as real pods' do (`aggregation.neighbourhood`:
+events by up to `JITTER_SECONDS`, each pod phase by up to its spread, on a quiet machine, a busy one (`LOAD`) and a
+quicker one) is a race, and the real verdict must be one the simulator predicts for that neighbourhood; every
+other scenario must agree with the simulator field for field. Either way, as for every shared real run, no pod, agent or
 worker may outlive its run and no upload may be read half-written. The seed (AGGSIM_SAMPLE_SEED) and each
 scenario's textproto are printed, and written under the test's directory, so a failure can be replayed with
 `aggsim run-local`.
