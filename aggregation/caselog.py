@@ -80,6 +80,7 @@ class CaseLog:
             )
         values = dict(assignment)
         case["replica_map_order"] = " ".join(f"{name}={value}" for name, value in pins)
+        case = {column: case[column] for column in CASE_COLUMNS}  # one key order for every row
         if self._csv is not None:
             self._csv.writerow([*(values[f] for f in self.fields), *(case[c] for c in CASE_COLUMNS)])
         else:

@@ -423,7 +423,8 @@ def sweep(
                     cell.refusal_example = (_pinned(assignment, pins), str(execution))
             else:
                 cell.counterexamples.setdefault(outcomes[worst], (_pinned(assignment, pins), execution))
-            if len(set(outcomes)) > 1:
+            # the orders decide the point where their played outcomes differ (a refused order's is not known)
+            if len(set(outcomes) - {REFUSED}) > 1:
                 cell.map_order_decided += 1
                 if cell.map_order_example is None:
                     cell.map_order_example = (assignment, tuple((p, o) for (p, _), o in zip(executions, outcomes)))

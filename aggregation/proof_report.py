@@ -7,10 +7,12 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from aggregation.prove import (
+    CONDITIONS,
     COUNTEREXAMPLE,
     PROVED,
     PathResult,
     Proof,
+    exact_condition,
     inside_first,
     number_text,
     point_text,
@@ -144,7 +146,7 @@ def _print_conditions(proof: Proof, console: "Console") -> None:
 def _print_refusals(proof: Proof, console: "Console") -> None:
     """Where the model refuses to play: each refused path's condition, its witness and the refusal's line there."""
     refused = len(proof.refusals)
-    everywhere = " (everywhere in the box)" if refused == len(proof.paths) else ""
+    everywhere = " (everywhere in the box)" if refused == len(proof.paths) and not proof.reason else ""
     console.print(
         f"\nThe model refuses on {refused:,} of the {len(proof.paths):,} paths{everywhere}, where:", highlight=False
     )
@@ -199,6 +201,7 @@ def proof_to_json(proof: Proof) -> dict:
                 **_path_to_json(proof, p),
                 "reason": p.refused,
                 "condition": list(proof.refusal_conditions[index]) if index < len(proof.refusal_conditions) else None,
+                "exact_condition": list(exact_condition(p, proof.intervals)) if index < CONDITIONS else None,
             }
             for index, p in enumerate(proof.refusals)
         ],
@@ -257,8 +260,9 @@ def table_rows():
 
 
 def _table_answer(proof: Proof) -> str:
+    refused = f"; the model refuses on {len(proof.refusals):,} of them" if proof.refusals else ""
     if proof.verdict != COUNTEREXAMPLE:
-        return f"**{proof.verdict}** ({counted(len(proof.paths), 'path')})"
+        return f"**{proof.verdict}** ({counted(len(proof.paths), 'path')}{refused})"
     outcomes = sorted({p.behaviour.final_phase for p in proof.counterexamples})
     pairs = list(zip(proof.conditions, proof.counterexamples))
     # prove's order (regions with an inside first), the shortest condition among equals
@@ -266,7 +270,7 @@ def _table_answer(proof: Proof) -> str:
     condition, path = pairs[0]
     where = condition[0]  # the piece that holds the witness: one convex region where the claim fails
     where = f" where {where}," if len(where) <= TABLE_CONDITION_CHARS else ""
-    share = f"on {len(proof.counterexamples):,} of {len(proof.paths):,} paths"
+    share = f"on {len(proof.counterexamples):,} of {len(proof.paths):,} paths{refused}"
     if proof.fails_everywhere:
         share, where = f"everywhere in the box ({_every_path(len(proof.paths))})", ""
     at = ", ".join(filter(None, [*(f"{n}={v}" for n, v in path.choices), point_text(path.witness)]))

@@ -975,6 +975,10 @@ def test_where_the_operator_would_re_create_a_deleted_pod_the_box_holds_a_refuse
     recoverable = _proof(deletion, "retries", ("job.reconcile_seconds=0..2",), "recoverable", True)
     assert recoverable.verdict == P.UNKNOWN and not recoverable.reason and not recoverable.counterexamples
     assert recoverable.refusal_conditions == (("reconcile_seconds > 0.78",),)
+    # a table row says so too, not only "UNKNOWN" as if the budget had run out
+    from aggregation.proof_report import _table_answer
+
+    assert _table_answer(recoverable) == "**UNKNOWN** (8 paths; the model refuses on 1 of them)"
 
 
 def test_prove_names_the_refused_region_and_exits_unknown(tmp_path) -> None:

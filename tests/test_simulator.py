@@ -1849,6 +1849,7 @@ def test_a_sweep_counts_a_point_the_model_refuses_and_goes_on(tmp_path):
     assert [c["outcome"] for c in cases] == ["RETRIED", "SUCCEEDED_SILENTLY", "REFUSED", "REFUSED"]
     assert cases[2]["refusal"] == why and cases[2]["final_phase"] is None and cases[2]["attempts"] is None
     assert cases[0]["refusal"] is None
+    assert len({tuple(c) for c in cases}) == 1  # every row has its keys in one order
 
 
 def _with(message, field: str, value):
