@@ -24,9 +24,9 @@ from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.scenario import PLUGIN_VARIANTS, ModelRefusal, ScenarioError, ScenarioSource, monitor_interval_of
 from aggregation.simulate import Execution, each_map_order
 
-#: REFUSED: a point the model refuses to play (`scenario.ModelRefusal`), counted rather than stopping the sweep
-OUTCOMES = ("RETRIED", "FAILED_PERMANENTLY", "SUCCEEDED_SILENTLY", "SUCCEEDED", "STILL_RUNNING", "REFUSED")
+#: a point the model refuses to play (`scenario.ModelRefusal`): an outcome of a sweep's point, a region of a map
 REFUSED = "REFUSED"
+OUTCOMES = ("RETRIED", "FAILED_PERMANENTLY", "SUCCEEDED_SILENTLY", "SUCCEEDED", "STILL_RUNNING", REFUSED)
 _STEP = re.compile(r"([A-Za-z_]\w*)(?:\[(\d+)\])?")
 MAX_VALUES_PER_FIELD = defaults.MAX_VALUES_PER_VARIATION
 
@@ -66,7 +66,7 @@ class SweepResult:
     meaning: dict = field(default_factory=dict)  # outcome -> GOOD | BAD | NEUTRAL, for this scenario
 
 
-#: what an outcome means for the scenario; REFUSAL (a point the model refuses) is neither good nor bad: unknown
+#: what an outcome means for the scenario; REFUSAL, the meaning of the REFUSED outcome, is neither good nor bad
 GOOD, BAD, NEUTRAL, REFUSAL = "good", "bad", "neutral", "refused"
 _WORST_FIRST = (BAD, REFUSAL, NEUTRAL, GOOD)
 

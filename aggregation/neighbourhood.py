@@ -110,7 +110,9 @@ def _verdicts(spec: ScenarioSpec) -> list:
     for _, execution in each_map_order(spec):
         if isinstance(execution, PodRecreation):
             verdicts.append(RE_CREATED_POD)
-        elif isinstance(execution, ModelRefusal):  # a point the model cannot play at all: refused, as `simulate` does
+        elif isinstance(execution, ModelRefusal):
+            # a map-order moment in an unlisted attempt, or past the attempt limit: `run_local` stops before any pod
+            # starts there (it simulates first), so no real run's verdict is to be predicted; refused, as `simulate`
             raise execution
         else:
             verdicts.append(verdict_key(execution_to_proto(execution)))

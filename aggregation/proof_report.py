@@ -7,12 +7,10 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from aggregation.prove import (
-    CONDITIONS,
     COUNTEREXAMPLE,
     PROVED,
     PathResult,
     Proof,
-    exact_condition,
     inside_first,
     number_text,
     point_text,
@@ -103,9 +101,10 @@ def render_proof(proof: Proof, console: "Console") -> None:
             _print_refusals(proof, console)
         if proof.refusals and not proof.reason:
             left = len(proof.paths) - len(proof.refusals)
-            holds = f"The claim holds on the other {counted(left, 'path')}. " if left else ""
-            open_where = "UNKNOWN is no proof: the claim may or may not hold where the model refuses"
-            _print_wrapped(console, holds + open_where)
+            if left:
+                console.print(f"\nThe claim holds on the other {counted(left, 'path')}.", highlight=False)
+            open_where = "UNKNOWN is no proof: the claim may or may not hold where the model refuses."
+            console.print(open_where, highlight=False)
         else:
             console.print("UNKNOWN is no proof: the claim may or may not hold for the paths left", highlight=False)
         return
@@ -146,23 +145,26 @@ def _print_conditions(proof: Proof, console: "Console") -> None:
 def _print_refusals(proof: Proof, console: "Console") -> None:
     """Where the model refuses to play: each refused path's condition, its witness and the refusal's line there."""
     refused = len(proof.refusals)
-    everywhere = " (everywhere in the box)" if refused == len(proof.paths) and not proof.reason else ""
-    console.print(
-        f"\nThe model refuses on {refused:,} of the {len(proof.paths):,} paths{everywhere}, where:", highlight=False
-    )
-    for index, (path, condition) in enumerate(zip(proof.refusals, proof.refusal_conditions[:SHOWN_CONDITIONS])):
-        console.print(f"  path {index + 1}:", highlight=False)
+    everywhere = refused == len(proof.paths) and not proof.reason  # the paths tile the box: no condition narrows it
+    if everywhere:
+        console.print("\nThe model refuses everywhere in the box:", highlight=False)
+        indent, shown = "  ", proof.refusals[:1]
+    else:
+        console.print(f"\nThe model refuses on {refused:,} of the {len(proof.paths):,} paths, where:", highlight=False)
+        indent, shown = "    ", proof.refusals[:SHOWN_CONDITIONS]
+    for index, (path, condition) in enumerate(zip(shown, proof.refusal_conditions)):
         if not everywhere:
+            console.print(f"  path {index + 1}:", highlight=False)
             for line in condition:
-                _print_wrapped(console, line, "    ", joint=" and ")
-        _print_wrapped(console, f"e.g. at {point_text({**dict(path.choices), **path.witness})}:", "    ", joint=", ")
-        for line in textwrap.wrap(path.refused, max(console.width, 40) - 6, break_long_words=False):
-            console.print(f"      {line}", highlight=False, soft_wrap=True, markup=False)
-    if refused > SHOWN_CONDITIONS:
+                _print_wrapped(console, line, indent, joint=" and ")
+        _print_wrapped(console, f"e.g. at {point_text({**dict(path.choices), **path.witness})}:", indent, joint=", ")
+        for line in textwrap.wrap(path.refused, max(console.width, 40) - len(indent) - 2, break_long_words=False):
+            console.print(f"{indent}  {line}", highlight=False, soft_wrap=True, markup=False)
+    if not everywhere and refused > SHOWN_CONDITIONS:
         console.print(f"  (and {counted(refused - SHOWN_CONDITIONS, 'more path')}; --json lists them)", highlight=False)
 
 
-def _path_to_json(proof: Proof, path: PathResult) -> dict:
+def _path_to_json(path: PathResult) -> dict:
     return {
         "witness": {name: float(v) for name, v in path.witness.items()},
         "witness_exact": {name: str(v) for name, v in path.witness.items()},
@@ -188,7 +190,7 @@ def proof_to_json(proof: Proof) -> dict:
         "fails_everywhere": proof.fails_everywhere,
         "counterexamples": [
             {
-                **_path_to_json(proof, p),
+                **_path_to_json(p),
                 # the first few paths' conditions: readable (ranges of the fields), and exact (as recorded)
                 "condition": list(proof.conditions[index]) if index < len(proof.conditions) else None,
                 "exact_condition": list(proof.exact_conditions[index]) if index < len(proof.exact_conditions) else None,
@@ -198,10 +200,14 @@ def proof_to_json(proof: Proof) -> dict:
         # the paths the model refuses to play: the claim is open there (a refused path is no counterexample)
         "refusals": [
             {
-                **_path_to_json(proof, p),
+                **_path_to_json(p),
                 "reason": p.refused,
                 "condition": list(proof.refusal_conditions[index]) if index < len(proof.refusal_conditions) else None,
-                "exact_condition": list(exact_condition(p, proof.intervals)) if index < CONDITIONS else None,
+                "exact_condition": (
+                    list(proof.refusal_exact_conditions[index])
+                    if index < len(proof.refusal_exact_conditions)
+                    else None
+                ),
             }
             for index, p in enumerate(proof.refusals)
         ],

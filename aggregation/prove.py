@@ -330,6 +330,7 @@ class Proof:
     exact_conditions: tuple[tuple[str, ...], ...] = ()  # per counterexample path: the recorded condition, minimal
     refusals: tuple[PathResult, ...] = ()  # the paths the model refuses to play, in `inside_first` order
     refusal_conditions: tuple[tuple[str, ...], ...] = ()  # per refused path (the first few): readable
+    refusal_exact_conditions: tuple[tuple[str, ...], ...] = ()  # per refused path (the first few): as recorded
 
     @property
     def behaviours(self) -> int:
@@ -523,7 +524,7 @@ def _refuse_a_box_past_the_model_s_limits(problem: Problem, combo: tuple) -> Non
             problem.spec_from(problem.with_values(corner))
         except ScenarioError as e:
             at = point_text({**dict(combo), **corner})
-            raise ProveError(f"the box holds scenarios the model refuses, e.g. at {at}: {e}") from None
+            raise ProveError(f"the box holds scenarios that are no valid input, e.g. at {at}: {e}") from None
 
 
 def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, paths: list) -> str:
@@ -553,7 +554,7 @@ def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, 
         run = run_symbolic(pinned_problems[pins], point)
         if run.refused is not None:
             at = point_text({**dict(combo + pins), **point})
-            raise ProveError(f"the box holds scenarios the model refuses, e.g. at {at}: {run.refused}")
+            raise ProveError(f"the box holds scenarios that are no valid input, e.g. at {at}: {run.refused}")
         if run.untraceable:
             return f"the simulator did what the prover cannot follow exactly: {run.untraceable[0]}"
         depth = len(prefix) + (negated is not None)
@@ -609,11 +610,12 @@ def prove(
     conditions = tuple(readable_condition(p, intervals) for p in broken[:CONDITIONS])
     exact = tuple(exact_condition(p, intervals) for p in broken[:CONDITIONS])
     refused = tuple(readable_condition(p, intervals) for p in refusals[:CONDITIONS])
+    refused_exact = tuple(exact_condition(p, intervals) for p in refusals[:CONDITIONS])
     # a counterexample is one wherever else the model refuses; without one, a refused region leaves the claim open
     verdict = COUNTEREXAMPLE if broken else UNKNOWN if unknown or refusals else PROVED
     return Proof(
         verdict, claim, tuple(paths), seconds, unknown, broken, conditions, intervals, choices, whole, exact,
-        refusals, refused,
+        refusals, refused, refused_exact,
     )  # fmt: skip
 
 

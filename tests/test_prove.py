@@ -261,7 +261,7 @@ def test_a_product_of_varied_fields_is_unknown() -> None:
 
 
 def test_a_box_with_scenarios_the_model_refuses_is_refused() -> None:
-    with pytest.raises(P.ProveError, match="refuses.*after the job ended"):
+    with pytest.raises(P.ProveError, match="no valid input.*after the job ended"):
         _proof(PREEMPTION, "retries", (f"{SIGNAL_AT}=100..130",), "recoverable", True)
 
 
@@ -277,7 +277,7 @@ def test_a_box_with_scenarios_the_model_refuses_is_refused() -> None:
 def test_a_box_reaching_past_a_field_s_limit_is_refused_even_where_no_explored_point_lies(vary: str) -> None:
     """scenario.py `_value_problem`: a time beyond what a scenario may span is refused in a file; z3's points may all
     lie well inside such a box, so its corners are checked too."""
-    with pytest.raises(P.ProveError, match="refuses.*(may span|within)"):
+    with pytest.raises(P.ProveError, match="no valid input.*(may span|within)"):
         _proof(PREEMPTION, "retries", (vary,), "recoverable", True)
 
 
@@ -623,7 +623,7 @@ def test_generated_scenarios_and_boxes_are_proved_exactly(data) -> None:
     try:
         proof = P.prove(source, P.parse_claim("phase=SUCCEEDED", source.message), ranges, max_paths=60, max_seconds=20)
     except P.ProveError as e:
-        assert "the box holds scenarios the model refuses" in str(e), e
+        assert "the box holds scenarios that are no valid input" in str(e), e
         event("refused")
         return
     if proof.reason:
@@ -646,11 +646,12 @@ def test_generated_scenarios_and_boxes_are_proved_exactly(data) -> None:
 @given(st.data())
 def test_generated_refused_regions_tile_with_the_rest_and_the_plain_simulator_refuses_there(data) -> None:
     """Generated scenarios whose preemptions delete their pods, proved over a busy operator's wait
-    (`job.reconcile_seconds=0..2`) and one more of their numbers: where the operator would re-create a deleted pod
-    (training-operator v1.8.0 `ReconcilePods` -> `createNewPod`; `operator.PodRecreation`), the model refuses the
-    whole path. Refused paths tile the box with the others: a random point lies in exactly one path, and the plain
-    simulator refuses there exactly when that path is refused (a float sum rounded across a boundary excepted); each
-    refused path's float witness is refused by `simulate` with the path's own kind of refusal."""
+    (`job.reconcile_seconds=0..2`) and at most one more of their numbers: where the operator would re-create a deleted
+    pod (training-operator v1.8.0 `pkg/controller.v1/common/pod.go` `ReconcilePods` -> `createNewPod`;
+    `operator.PodRecreation`), the model refuses the whole path. Refused paths tile the box with the others: a random
+    point lies in exactly one path, and the plain simulator refuses there exactly when that path is refused (a float sum
+    rounded across a boundary excepted); each refused path's float witness is refused by `simulate` with the path's own
+    kind of refusal."""
     message = data.draw(scenarios(max_pods=3, max_attempts=2, max_events=3), label="scenario")
     preemptions = [e for a in message.attempts for e in a.events if e.WhichOneof("kind") == "preemption"]
     assume(preemptions)
@@ -662,7 +663,7 @@ def test_generated_refused_regions_tile_with_the_rest_and_the_plain_simulator_re
         ranges = [P.parse_range(v, source.message) for v in ("job.reconcile_seconds=0..2", *more)]
         proof = P.prove(source, P.parse_claim("phase=SUCCEEDED", source.message), ranges, max_paths=80, max_seconds=20)
     except ScenarioError as e:  # a box with no valid scenario in some corner (e.g. a deletion after the job ends)
-        assert "refuses" in str(e) or "--vary" in str(e), e
+        assert "no valid input" in str(e) or "--vary" in str(e), e
         event("refused whole")
         return
     if proof.reason:
@@ -991,6 +992,7 @@ def test_prove_names_the_refused_region_and_exits_unknown(tmp_path) -> None:
     assert "The model refuses on 2 of the 42 paths, where:" in shown.stdout
     assert "reconcile_seconds - upload_seconds > 0.73" in shown.stdout
     assert "The claim holds on the other 40 paths." in shown.stdout
+    assert "e.g. at job.reconcile_seconds=" in shown.stdout and "(ReconcilePods -> createNewPod)" in shown.stdout
     assert max(len(line) for line in shown.stdout.splitlines()) <= 80
     document = json.loads(_aggsim(*args, "--json").stdout)
     assert document["verdict"] == "UNKNOWN" and document["reason"] is None and not document["counterexamples"]

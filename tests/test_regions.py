@@ -159,6 +159,13 @@ def test_where_the_model_refuses_is_a_region_with_its_exact_share() -> None:
     assert regions.share("SUCCEEDED_SILENTLY") == 0 and "SUCCEEDED_SILENTLY" in regions.outcomes()
     assert regions.outcome_at((Fraction("1.9"), Fraction("0.1"))) == "REFUSED"  # inside: the edge has no area
     assert regions.outcome_at((Fraction(1), Fraction("0.5"))) == "RETRIED"
+    scenario, x, y, plugin, _ = CASES[-1]
+    shown = subprocess.run(
+        [AGGSIM, "sweep", scenario, "--vary", x, "--vary", y, "--plugin", plugin], capture_output=True, text=True
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "  refused by the model   12.614%" in shown.stdout
+    assert "  refused: the operator would re-create deleted pod train-worker-1 (attempt 0)" in shown.stdout
 
 
 def test_a_product_of_varied_fields_is_refused_not_drawn() -> None:

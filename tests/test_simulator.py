@@ -674,10 +674,10 @@ def test_a_map_order_on_an_elastic_job_is_refused():
 
 def test_the_simulator_plays_each_map_order_and_the_order_decides_whether_the_node_fails_for_good():
     """The tie below, where pod a (the Master) uploads its genuine error and exits 0 as pod b is deleted:
-    `simulate_each_map_order` (what a sweep runs) plays both orders. The Master first: the job is Succeeded, and
-    propeller reads the error files (b's peer error, as early, wins the tie by listing order) and fails the node for
-    good. The Worker first: the job is Failed, propeller reads no file (`GetPhaseInfo`), and the node retries and
-    trains to its end. Go's map order decides between a USER failure and a retry."""
+    `simulate_each_map_order` (a sweep's `each_map_order`, raising a refusal) plays both orders. The Master first: the
+    job is Succeeded, and propeller reads the error files (b's peer error, as early, wins the tie by listing order) and
+    fails the node for good. The Worker first: the job is Failed, propeller reads no file (`GetPhaseInfo`), and the node
+    retries and trains to its end. Go's map order decides between a USER failure and a retry."""
     tie = scenario(_tie_with_a_exit("elastic: false"), job="elastic: false", plugin="upstream")
     both = simulate_each_map_order(tie)
     assert [(pins, outcome_of(e), e.final_code, e.masked_genuine_error) for pins, e in both] == [
@@ -1763,7 +1763,7 @@ def rounds_of(attempt, what):
 
 
 def test_a_sweep_counts_a_point_the_map_order_decides_under_its_worst_outcome_and_logs_each_order(tmp_path):
-    """`explore.sweep` runs such a point under each order (`simulate_each_map_order`) and counts it once, under the
+    """`explore.sweep` runs such a point under each order (`simulate.each_map_order`) and counts it once, under the
     worst outcome its orders give (here the Worker first: a retry, bad where a genuine error should fail the node),
     and in `map_order_decided`. That case is shown with its order, which `simulate` replays; `--out` has a row per
     order, each with its own outcome and its order. The point after it is decided, and counted as it is."""
@@ -1816,10 +1816,11 @@ def test_a_sweep_counts_a_point_the_map_order_decides_under_its_worst_outcome_an
 
 def test_a_sweep_counts_a_point_the_model_refuses_and_goes_on(tmp_path):
     """A point the model refuses to play (`scenario.ModelRefusal`; here `operator.PodRecreation`: the busy operator
-    reads the deleted worker after its exit, and training-operator v1.8.0 `ReconcilePods` would create a new pod in
-    its slot) is counted REFUSED, and the points around it are still decided: below the pod's exit 0.78 s after its
-    mark the job fails and retries, at it the exit counts and the preemption is silent. The first refused point is kept
-    with the model's line, which `simulate` gives there too; `--out` has its row, with the line and nothing played."""
+    reads the deleted worker after its exit, and training-operator v1.8.0 `pkg/controller.v1/common/pod.go`
+    `ReconcilePods` would create a new pod in its slot) is counted REFUSED, and the points around it are still
+    decided: below the pod's exit 0.78 s after its mark the job fails and retries, at it the exit counts and the
+    preemption is silent. The first refused point is kept with the model's line, which `simulate` gives there too;
+    its `--out` row (`CaseLog`) has the line and nothing played."""
     from aggregation.caselog import CaseLog
 
     source = read_scenario("preemption_by_pod_deletion")
