@@ -90,8 +90,9 @@ def outcome_meanings(message: pb.Scenario) -> dict[str, str]:
     """Each outcome, good or bad for this scenario: the wanted one is good; a job that succeeds after its
     attempt's trouble was over (say, a preemption after training finished) is neither; the rest are bad."""
     wanted = wanted_outcome(message)
-    meaning = {o: GOOD if o == wanted else NEUTRAL if o == "SUCCEEDED" else BAD for o in OUTCOMES}
-    return {**meaning, REFUSED: REFUSAL}
+    return {
+        o: GOOD if o == wanted else REFUSAL if o == REFUSED else NEUTRAL if o == "SUCCEEDED" else BAD for o in OUTCOMES
+    }
 
 
 def shown_outcomes(result: "SweepResult") -> tuple[str, ...]:

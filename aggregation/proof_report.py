@@ -144,6 +144,8 @@ def _print_conditions(proof: Proof, console: "Console") -> None:
 
 def _print_refusals(proof: Proof, console: "Console") -> None:
     """Where the model refuses to play: each refused path's condition, its witness and the refusal's line there."""
+    from aggregation.report import print_paragraph
+
     refused = len(proof.refusals)
     everywhere = refused == len(proof.paths) and not proof.reason  # the paths tile the box: no condition narrows it
     if everywhere:
@@ -158,8 +160,7 @@ def _print_refusals(proof: Proof, console: "Console") -> None:
             for line in condition:
                 _print_wrapped(console, line, indent, joint=" and ")
         _print_wrapped(console, f"e.g. at {point_text({**dict(path.choices), **path.witness})}:", indent, joint=", ")
-        for line in textwrap.wrap(path.refused, max(console.width, 40) - len(indent) - 2, break_long_words=False):
-            console.print(f"{indent}  {line}", highlight=False, soft_wrap=True, markup=False)
+        print_paragraph(console, path.refused, indent + "  ")
     if not everywhere and refused > SHOWN_CONDITIONS:
         console.print(f"  (and {counted(refused - SHOWN_CONDITIONS, 'more path')}; --json lists them)", highlight=False)
 
@@ -204,9 +205,7 @@ def proof_to_json(proof: Proof) -> dict:
                 "reason": p.refused,
                 "condition": list(proof.refusal_conditions[index]) if index < len(proof.refusal_conditions) else None,
                 "exact_condition": (
-                    list(proof.refusal_exact_conditions[index])
-                    if index < len(proof.refusal_exact_conditions)
-                    else None
+                    list(proof.refusal_exact_conditions[index]) if index < len(proof.refusal_exact_conditions) else None
                 ),
             }
             for index, p in enumerate(proof.refusals)

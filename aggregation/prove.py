@@ -191,6 +191,11 @@ class Behaviour:
     final_code: str
     outcome: str
 
+    @property
+    def refusal(self) -> str:
+        """Why the model refuses the path (the refusal's `kind`); "" on a played one."""
+        return self.attempts[0] if self.outcome == explore.REFUSED else ""
+
     def describe(self) -> str:
         code = f" ({self.final_code})" if self.final_code else ""
         return f"{self.final_phase}{code}: " + "; ".join(self.attempts)

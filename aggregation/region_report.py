@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from aggregation.explore import BAD, GOOD, OUTCOMES, REFUSAL, REFUSED, outcome_label
+from aggregation.explore import BAD, GOOD, OUTCOMES, REFUSAL, outcome_label
 from aggregation.proof_report import counted
 from aggregation.regions import RegionCell
 
@@ -42,8 +42,8 @@ def render_regions(cells: Sequence[RegionCell], meaning: dict, console: "Console
                 style = _STYLE.get(meaning.get(outcome), "") if share else ""
                 label = outcome_label(outcome)
                 console.print(Text.assemble(f"  {label:<21} ", (f"{float(share):>8.3%}", style)), highlight=False)
-        refusals = dict.fromkeys(r.behaviour.attempts[0] for r in region_map.regions if r.behaviour.outcome == REFUSED)
-        for kind in refusals:  # why: the refusal's kind (`--json` has each region's witness to replay it)
+        refusals = dict.fromkeys(r.behaviour.refusal for r in region_map.regions if r.behaviour.refusal)
+        for kind in refusals:  # why the model refuses (`--json` has each region's witness to replay it)
             console.print(Text(f"  refused: {kind}"), highlight=False)
     if any(r.relaxed for c in cells for r in c.map.regions):
         console.print(

@@ -32,6 +32,13 @@ def literal(value: str, style: str = "") -> Text:
     return Text(str(value).translate(CONTROL_ESCAPES), style=style)
 
 
+def print_paragraph(console: Console, text: str, indent: str) -> None:
+    """Prose (a refusal's line) wrapped at whole words under one indent, shown as written (`literal`)."""
+    width = max(console.width, 40) - len(indent)
+    for line in textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False):
+        console.print(literal(indent + line), highlight=False, soft_wrap=True)
+
+
 def rule(console: Console, title="") -> None:
     """A horizontal rule; ASCII dashes on a terminal that cannot show box-drawing characters."""
     ascii_only = not console.encoding.startswith("utf")
@@ -240,8 +247,7 @@ def render_sweep(
             assignment, why = cell.refusal_example
             console.print(f"\n[bold]{label}: first point the model refuses[/bold]")
             console.print(literal(", ".join(f"{name}={value}" for name, value in assignment)), highlight=False)
-            for line in textwrap.wrap(why, max(console.width, 40) - 2, break_long_words=False, break_on_hyphens=False):
-                console.print(literal(f"  {line}"), highlight=False, soft_wrap=True)
+            print_paragraph(console, why, "  ")
         if cell.map_order_example is not None:
             assignment, orders = cell.map_order_example
             console.print(f"\n[bold]{label}: first point Go's map order decides[/bold]")
