@@ -19,6 +19,7 @@ from google.protobuf import text_format
 
 from aggregation import defaults
 from aggregation.kinds import CleanPodPolicy, PluginVariant, ReplicaMapOrder
+from aggregation.nanoseconds import PER_SECOND
 from aggregation.propeller import PropellerConfig
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 
@@ -466,11 +467,14 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
             )
     join_timeout = job.join_timeout_seconds if job.HasField("join_timeout_seconds") else defaults.JOIN_TIMEOUT_SECONDS
     interval = monitor_interval_of(job)
-    if not 0 < interval <= defaults.MAX_MONITOR_INTERVAL_SECONDS:
+    # the agent's looks are counted in the clock's nanosecond ticks (`pods._tick_at_or_after`): a shorter interval
+    # is no interval on that clock
+    if not 1 / PER_SECOND <= interval <= defaults.MAX_MONITOR_INTERVAL_SECONDS:
         raise where.error(
             where.line_of("monitor_interval_seconds"),
             "job.monitor_interval_seconds",
-            f"must be > 0 and at most {defaults.MAX_MONITOR_INTERVAL_SECONDS:g}, got {interval}",
+            f"must be > 0 and at most {defaults.MAX_MONITOR_INTERVAL_SECONDS:g}, and at least 1e-09 (a nanosecond, "
+            f"the model's clock tick), got {interval}",
         )
     # the cluster's latencies to the operator (finite and within a scenario's span: `_check_values`)
     pod_status = job.pod_status_seconds if job.HasField("pod_status_seconds") else defaults.POD_STATUS_SECONDS

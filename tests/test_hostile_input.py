@@ -89,9 +89,11 @@ def test_a_scenario_that_is_not_utf8_is_refused(tmp_path):
         (TWO_PODS + "propeller { observation_delay_seconds: -inf }", "propeller.observation_delay_seconds"),
         (TWO_PODS + "propeller { max_download_mbs: -5 }", "propeller.max_download_mbs"),
         (TWO_PODS + 'attempts { events { at_seconds: 1e299 pod: "a" preemption {} } }', "at_seconds"),
-        (TWO_PODS + 'attempts { events { at_seconds: 5 storage_outage { duration_seconds: inf } } }', "duration"),
-        (TWO_PODS + 'timings { on_peer_death { fail { after_seconds: -0.5 } } }', "after_seconds"),
+        (TWO_PODS + "attempts { events { at_seconds: 5 storage_outage { duration_seconds: inf } } }", "duration"),
+        (TWO_PODS + "timings { on_peer_death { fail { after_seconds: -0.5 } } }", "after_seconds"),
         (TWO_PODS + "job { nproc_per_node: 4000000000 }", None),
+        # shorter than the clock's nanosecond tick, which the agent's looks are counted in (found by test_fuzz)
+        ('name: "x" plugin: RECOVERABLE job { pods: "a" monitor_interval_seconds: 7e-31 }', "monitor_interval"),
     ],
 )
 def test_values_outside_the_schema_s_types_are_refused_naming_the_field(tmp_path, text, field):
@@ -180,8 +182,15 @@ def test_string_fields_are_swept_as_written_even_when_they_look_like_numbers(tmp
 
 def test_a_huge_range_is_sampled_without_materialising_it():
     result = run(
-        "sweep", PREEMPTION, "--vary", "propeller.observation_delay_seconds=0:999999:1", "--samples", "5",
-        "--plugin", "recoverable", "--json",
+        "sweep",
+        PREEMPTION,
+        "--vary",
+        "propeller.observation_delay_seconds=0:999999:1",
+        "--samples",
+        "5",
+        "--plugin",
+        "recoverable",
+        "--json",
     )
     assert result.exit_code == 0, result.output
     import json
@@ -307,7 +316,6 @@ def test_a_work_dir_that_cannot_be_made_is_one_line(tmp_path, where):
     if where == "unwritable" and os.geteuid() == 0:
         pytest.skip("root writes anywhere")
     one_line_error(run("run-local", PREEMPTION, "--work-dir", target), "--work-dir")
-
 
 
 def test_a_job_that_would_shrink_or_grow_is_refused_naming_the_field(tmp_path):
