@@ -136,6 +136,10 @@ class ScenarioSpec:
         """Attempt N's events; attempts beyond the scenario's list run clean to completion."""
         return self.attempts[attempt] if attempt < len(self.attempts) else ()
 
+    def completion_for(self, attempt: int) -> float:
+        """When attempt N's training completes: its completion event's moment, else the task's training time."""
+        return next((e.at for e in self.events_for(attempt) if e.kind == "completion"), self.training_seconds)
+
     def map_order_for(self, attempt: int) -> Optional[ReplicaMapOrder]:
         """Attempt N's replica map order, None when the scenario leaves it to Go's random order."""
         return self.map_orders[attempt] if attempt < len(self.map_orders) else None

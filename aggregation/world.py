@@ -229,8 +229,7 @@ class Attempt:
                 )
             elif event.kind == "truncated_upload":
                 clock.at(event.at, lambda e=event: self.truncated.__setitem__(e.pod, e.keep_bytes))
-        completion = next((e.at for e in events if e.kind == "completion"), self.spec.training_seconds)
-        clock.at(completion, pods.complete)
+        clock.at(self.spec.completion_for(self.attempt), pods.complete)
 
     def _preempt(self, pod: str, lands_during_fork: bool, pod_deleted: bool) -> None:
         # a Running pod being deleted counts failed (one that exited unreported is still Running to the API server,

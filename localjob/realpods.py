@@ -190,7 +190,7 @@ class RealPods:
             ready = time.time()
         else:
             ready = self._wait_for_barrier(len(spec.pods) * spec.nproc_per_node, started)
-        self.timebase = ScenarioTimebase(spec, events, ready)
+        self.timebase = ScenarioTimebase(spec, self.attempt, ready)
         return WallClock(
             self.timebase, [self.poll], deadline=started + ATTEMPT_TIMEOUT, linger_after_verdict=LINGER_AFTER_VERDICT
         )

@@ -17,7 +17,8 @@ from aggregation.kinds import PluginVariant
 from aggregation.results import Execution, Source
 from aggregation.scenario import ScenarioSpec
 from localjob.pod import libfaketime_path
-from localjob.realpods import ATTEMPT_TIMEOUT, LocalJobError, RealPods
+from localjob.realpods import ATTEMPT_TIMEOUT, LINGER_AFTER_VERDICT, START_TIMEOUT, LocalJobError, RealPods
+from localjob.timebase import QUIET_TRAINING, first_action
 from localjob.workloads import Workload
 
 MAX_REAL_ATTEMPTS = 6
@@ -25,6 +26,8 @@ MAX_LOCAL_PODS = 8
 # gloo workers on CPU: 8 pods x 4 processes fit in memory (about 0.3 GB each); what the load does to timings
 # is for `aggsim calibrate` to measure, not for this limit to hide.
 MAX_LOCAL_NPROC = 4
+# what a real attempt has left for its scenario once its pods have started (at worst) and trained a little
+WALL_PACED_SECONDS = ATTEMPT_TIMEOUT - START_TIMEOUT - QUIET_TRAINING
 
 
 def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Workload:
@@ -42,9 +45,10 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Wo
     from aggregation.simulate import simulate
     from aggregation.timeline import What
 
+    simulated = simulate(spec).attempts
     restarted = any(
         event.what is What.RENDEZVOUS_DONE and event.reason == WORKERS_RESTARTED
-        for attempt in simulate(spec).attempts
+        for attempt in simulated
         for event in attempt.timeline
     )
     if restarted:
@@ -52,6 +56,19 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Wo
             "job.max_restarts: a worker group restarted through a new rendezvous round is not played for real: "
             "in real runs here its new workers hung (2 of 4 runs, no new round in 240 s), cause not yet known"
         )
+    for index, attempt in enumerate(simulated):
+        # from its first action on, an attempt runs at the wall's pace (`timebase`) until every pod has exited or
+        # pods have lingered after propeller's verdict for the record (`world.Attempt._done`): that must fit in what
+        # is left of a real attempt's time once its pods have started (at worst) and trained a little
+        first, end = first_action(spec, index), max(event.at for event in attempt.timeline)
+        if attempt.observed_at is not None:
+            end = min(end, attempt.observed_at + LINGER_AFTER_VERDICT)
+        if end - first > WALL_PACED_SECONDS:
+            raise LocalJobError(
+                f"attempts[{index}]: its simulation ends {end - first:.1f} s after its first action ({first:g} s), "
+                f"more than the {WALL_PACED_SECONDS:.0f} s a real attempt plays at the wall's pace (of its "
+                f"{ATTEMPT_TIMEOUT:.0f} s, the rest is for starting its pods)"
+            )
     skewed = sorted(pod for pod, timing in spec.timings.items() if timing.clock_offset)
     if skewed and libfaketime_path() is None:
         raise LocalJobError(

@@ -1,46 +1,56 @@
 """Scenario seconds <-> wall-clock seconds for one real attempt.
 
-Scenario time maps onto wall time after the workers' first barrier: events keep their spacing and the
-first one keeps its fraction of a second (so "30.6 s" fires at a wall-clock .6, where torch's
-whole-second truncation bites); the long quiet stretch before it is compressed into a few seconds of
-real training.
+Scenario time maps onto wall time after the workers' first barrier. From the first moment the world acts on
+the pods (a scenario event, else the training's completion) time runs at the wall's pace, so every spacing
+after it is kept: the events', and the operator's and propeller's delays after them, to the last. That first
+moment keeps its fraction of a second (so "30.6 s" fires at a wall-clock .6, where torch's whole-second
+truncation bites). Only the quiet training before it, where nothing acts on the pods, is compressed into a
+few seconds of real training. A first event inside the first rendezvous has no training before it: it lands
+as soon as the rendezvous store is up.
 """
 
 from __future__ import annotations
 
 import math
 
-from aggregation.scenario import ScenarioSpec, SimEvent
+from aggregation.scenario import ScenarioSpec
 
 QUIET_TRAINING = 3.0  # real seconds of training before the first event (a first checkpoint write takes ~1 s)
 
 
+def first_action(spec: ScenarioSpec, attempt: int) -> float:
+    """The scenario moment from which attempt N runs at the wall's pace: its first event (a checkpoint write only
+    marks the quiet stretch), else the training's completion."""
+    moments = [e.at for e in spec.events_for(attempt) if e.kind != "checkpoint"]
+    return min(moments + [spec.completion_for(attempt)])
+
+
 class ScenarioTimebase:
-    def __init__(self, spec: ScenarioSpec, events: tuple[SimEvent, ...], ready_wall: float) -> None:
-        rendezvous = max(t.rendezvous for t in spec.timings.values())
-        later = [e.at for e in events if e.at >= rendezvous and e.kind != "checkpoint"]
-        self.first = min(later) if later else None
-        self.rendezvous = rendezvous
+    def __init__(self, spec: ScenarioSpec, attempt: int, ready_wall: float) -> None:
+        self.rendezvous = max(t.rendezvous for t in spec.timings.values())
+        self.first = first_action(spec, attempt)
         self.ready_wall = ready_wall
+        if self.first < self.rendezvous:
+            # a signal in the first rendezvous lands as soon as the store is up (`ready_wall`), before the barrier;
+            # there is no training to compress, and no time to wait for the wall's fraction of a second
+            self.anchor = ready_wall
+            return
         earliest = ready_wall + QUIET_TRAINING
-        if self.first is None:
-            self.anchor = earliest
-        else:
-            anchor = math.floor(earliest) + (self.first - math.floor(self.first))
-            self.anchor = anchor if anchor >= earliest else anchor + 1.0
+        anchor = math.floor(earliest) + (self.first - math.floor(self.first))
+        self.anchor = anchor if anchor >= earliest else anchor + 1.0
 
     def wall(self, t: float) -> float:
-        if self.first is None:
-            return self.anchor  # nothing to keep apart: everything happens once training is under way
         if t >= self.first:
             return self.anchor + (t - self.first)
-        span = max(self.first - self.rendezvous, 1e-9)  # squeeze the quiet stretch before the first event
-        return self.ready_wall + (self.anchor - self.ready_wall) * max(0.0, t - self.rendezvous) / span
+        if t <= self.rendezvous:
+            return self.ready_wall  # before the barrier: already past when the attempt's clock starts
+        squeeze = (self.anchor - self.ready_wall) / (self.first - self.rendezvous)  # the quiet stretch before it
+        return self.ready_wall + (t - self.rendezvous) * squeeze
 
     def scenario(self, wall: float) -> float:
-        if self.first is None:
-            return self.rendezvous + (wall - self.ready_wall)
         if wall >= self.anchor:
             return self.first + (wall - self.anchor)
-        squeezed = max(self.anchor - self.ready_wall, 1e-9)
-        return self.rendezvous + (wall - self.ready_wall) * (self.first - self.rendezvous) / squeezed
+        if wall <= self.ready_wall:  # a stamp from before the barrier (a pod's skewed clock): at the wall's pace
+            return min(self.first, self.rendezvous) + (wall - self.ready_wall)
+        stretch = (self.first - self.rendezvous) / (self.anchor - self.ready_wall)
+        return self.rendezvous + (wall - self.ready_wall) * stretch

@@ -214,6 +214,25 @@ def test_aggregation_off_an_operator_seconds_late_still_reports_the_sibling_s_ge
 
 
 @pytest.mark.slow
+def test_a_retry_with_nothing_to_play_still_waits_the_operator_s_seconds(tmp_path):
+    """The retry after a preemption trains clean to its end. From its completion on its real clock runs at the
+    wall's pace (`localjob/timebase.py`), so the operator hears of the first exit `job.pod_status_seconds` (2 s)
+    later, as the simulator's does; the timebase used to map a clean attempt's every moment to one wall instant,
+    and the job turned Succeeded at the exit."""
+    from aggregation.scenario import load_scenario
+
+    text = (SCENARIOS / "preemption_during_training.textproto").read_text()
+    path = tmp_path / "slow_pod_status.textproto"
+    path.write_text(text.replace("job {", "job { pod_status_seconds: 2", 1))
+    real = conforming_local_run(load_scenario(str(path), "recoverable"), tmp_path / "run")
+    retry = real.attempts[1]
+    assert (retry.decision, retry.job_condition) == ("SUCCEED", "Succeeded")
+    exited = min(e.at_seconds for e in retry.timeline if e.kind == "exit")
+    terminal = next(e.at_seconds for e in retry.timeline if e.kind == "job_terminal")
+    assert terminal - exited == pytest.approx(2, abs=0.1)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("offset", [-0.25, 0.25])
 def test_aggregation_off_a_preemption_retries_with_the_preempted_node_s_clock_skewed(tmp_path, offset):
     """Each pod on its own clock (libfaketime shifts the wall clock of the preempted pod's agent and workers by

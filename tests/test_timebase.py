@@ -1,0 +1,102 @@
+"""A real attempt's clock (`localjob/timebase.py`): scenario seconds on the wall, and what `run-local` refuses
+because the wall cannot give it.
+
+The real runner drives the simulator's own operator and propeller on a wall clock: their delays (a pod's status
+reaching the operator, propeller's next look) are scenario seconds that the timebase turns into wall seconds. From
+the attempt's first action on they must be kept as they are, or a real run reports a race the scenario did not ask
+for. No process is started here.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aggregation.scenario import parse_scenario_source
+from aggregation.strategies import scenarios, spec_of
+from localjob.timebase import QUIET_TRAINING, ScenarioTimebase, first_action
+
+READY = 1_796_000_000.25  # the wall clock when the workers first trained together
+
+
+def spec(text: str):
+    return parse_scenario_source(text, "timebase.textproto").spec("recoverable")
+
+
+@given(scenarios(playable=True), st.data())
+def test_from_the_first_action_on_every_spacing_is_kept_and_read_back(message, data):
+    """After the first action (an event, else the training's completion) scenario time runs at the wall's pace,
+    both ways: what the operator and propeller wait for is waited for, and what the pods do is stamped back."""
+    generated = spec_of(message)
+    attempt = data.draw(st.integers(0, len(generated.attempts)), label="attempt")  # the last runs clean
+    timebase = ScenarioTimebase(generated, attempt, READY)
+    first = first_action(generated, attempt)
+    t, delay = (data.draw(st.floats(0.0, 120.0), label=label) for label in ("t", "delay"))
+    t += first
+    assert timebase.wall(t + delay) - timebase.wall(t) == pytest.approx(delay, abs=1e-6)
+    assert timebase.scenario(timebase.wall(t)) == pytest.approx(t, abs=1e-6)
+
+
+@given(scenarios(playable=True), st.data())
+def test_the_quiet_stretch_is_squeezed_in_order_and_the_first_action_keeps_its_fraction_of_a_second(message, data):
+    generated = spec_of(message)
+    attempt = data.draw(st.integers(0, len(generated.attempts)), label="attempt")
+    timebase = ScenarioTimebase(generated, attempt, READY)
+    first = first_action(generated, attempt)
+    anchor = timebase.wall(first)
+    assert anchor - READY >= QUIET_TRAINING  # a few seconds of real training before anything happens
+    assert (anchor - first) % 1.0 == pytest.approx(0.0, abs=1e-6) or (anchor - first) % 1.0 == pytest.approx(1.0)
+    moments = sorted(data.draw(st.lists(st.floats(0.0, first), min_size=2, max_size=5), label="before"))
+    walls = [timebase.wall(t) for t in moments]
+    assert walls == sorted(walls) and all(READY <= wall <= anchor for wall in walls)
+
+
+def test_an_attempt_with_no_event_keeps_the_operator_s_seconds_after_its_completion():
+    """A clean attempt (here the retry after a preemption) used to map every moment to one wall instant, so the
+    operator heard of an exit at once whatever `job.pod_status_seconds` said."""
+    clean = spec("""
+        job { pods: "train-worker-0" pods: "train-worker-1" pod_status_seconds: 1.5 }
+        task { retries: 1 training_seconds: 40.7 }
+        attempts { events { at_seconds: 30 pod: "train-worker-1" preemption {} } }""")
+    timebase = ScenarioTimebase(clean, 1, READY)
+    assert first_action(clean, 1) == 40.7
+    exit_heard = timebase.wall(42.2 + 1.5) - timebase.wall(42.2)
+    assert exit_heard == pytest.approx(1.5)
+    assert timebase.wall(40.7) % 1.0 == pytest.approx(0.7)  # the completion keeps its fraction of a second
+
+
+def test_a_signal_in_the_first_rendezvous_lands_when_the_store_is_up_and_then_time_runs_at_the_wall_s_pace():
+    early = spec("""
+        job { pods: "train-worker-0" pods: "train-worker-1" }
+        timings { rendezvous_seconds: 5 }
+        task { retries: 1 training_seconds: 120 }
+        propeller { observation_delay_seconds: 1 }
+        attempts { events { at_seconds: 1 pod: "train-worker-1" preemption {} } }""")
+    timebase = ScenarioTimebase(early, 0, READY)
+    assert timebase.wall(1.0) == READY
+    assert timebase.wall(1.75 + 1.0) - timebase.wall(1.75) == pytest.approx(1.0)  # propeller's look, a second on
+    assert timebase.scenario(READY - 0.25) == pytest.approx(0.75)  # a pod's clock a quarter second behind
+
+
+def test_run_local_refuses_an_attempt_longer_than_a_real_one_plays_in_one_line():
+    """`localjob/runner.py` `check_playable`: an attempt that reaches its verdict minutes after its first action
+    (here the kubelet's status report takes 150 s) would time out mid-run; one whose later events come after the
+    verdict is played (the run stops watching pods that linger past it)."""
+    from localjob.realpods import LocalJobError
+    from localjob.runner import WALL_PACED_SECONDS, check_playable
+
+    slow_status = """
+        job { pods: "train-worker-0" pods: "train-worker-1" pod_status_seconds: %s }
+        task { retries: 0 training_seconds: 600 }
+        attempts {
+          events { at_seconds: 30 pod: "train-worker-0" worker_error { recoverable: true } }
+          events { at_seconds: 200 pod: "train-worker-1" preemption {} }
+        }"""
+    check_playable(spec(slow_status % 1))
+    long = spec(slow_status % 150)
+    with pytest.raises(LocalJobError) as refused:
+        check_playable(long)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("attempts[0]: ")
+    assert f"more than the {WALL_PACED_SECONDS:.0f} s" in message
