@@ -541,6 +541,8 @@ class Pod:
 
 
 _PLAIN = (float, int)  # the simulator's numbers; anything else is the prover's exact kind
+# how far a float product or quotient may land from the exact one, relative to it (a few of a float's epsilons)
+_FLOAT_NOISE = 1e-15
 
 
 def _tick_at_or_after(first: float, period: float, at: float) -> float:
@@ -548,12 +550,21 @@ def _tick_at_or_after(first: float, period: float, at: float) -> float:
     that acts, then sleeps `period`, acts next (the agent's looks at its workers, a waiting node's reads).
 
     Counted in whole nanoseconds, the clock's grid: a moment 1 ns past a tick is past it (on both the simulator's
-    floats and the prover's exact numbers), which a float ceiling with a tolerance would take for the tick."""
+    floats and the prover's exact numbers), which a float ceiling with a tolerance would take for the tick. A
+    period of a fractional number of nanoseconds (1.5e-09) is counted as it is, so no tick is taken before `at`."""
     if at <= first:
         return first
     if first.__class__ in _PLAIN and at.__class__ in _PLAIN and period.__class__ in _PLAIN:
-        gap, step = round((at - first) * PER_SECOND), round(period * PER_SECOND)
-        return on_the_clock(first + -(-gap // step) * period)
+        gap, step = round((at - first) * PER_SECOND), period * PER_SECOND
+        whole = round(step)
+        # a whole number of nanoseconds, off by a float's noise, is counted exactly in integers; a tick within that
+        # noise of `at` is at it
+        if abs(step - whole) <= whole * _FLOAT_NOISE:
+            ticks = -(-gap // whole)
+        else:
+            quotient = gap / step
+            ticks = math.ceil(quotient - quotient * _FLOAT_NOISE)
+        return on_the_clock(first + ticks * period)
     return first + math.ceil((at - first) / period) * period
 
 

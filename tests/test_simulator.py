@@ -1531,6 +1531,27 @@ def _next_look(started: float, interval: float, at: float) -> float:
     return started + interval * max(1, math.ceil((at - started) / interval))
 
 
+@given(
+    first=st.integers(0, 10**11),
+    # in ns: whole, and not (1.5; 1.00001; 0.3 s and a fraction of a nanosecond)
+    interval=st.one_of(st.integers(1, 3600 * 10**9), st.floats(1.0, 1000.0), st.floats(1e8, 3.6e12)),
+    gap=st.integers(1, 10**11),
+)
+def test_the_agent_s_next_look_is_the_first_tick_at_or_after_a_moment_for_any_interval(first, interval, gap):
+    """torch `SimpleElasticAgent._invoke_run` looks, sleeps `monitor_interval`, and looks again: the look that sees a
+    change at `at` is the first of `first + k * interval` at or after it, on the model's nanosecond clock. An
+    interval of a fractional number of nanoseconds used to be counted in whole ones, which took a tick before
+    `at` (1.5 ns from 0, at 4 ns: 3 ns)."""
+    from aggregation.pods import _tick_at_or_after
+
+    start, period, at = first / 1e9, interval / 1e9, (first + gap) / 1e9
+    look = _tick_at_or_after(start, period, at)
+    ticks = round((look - start) / period)
+    assert look == pytest.approx(start + ticks * period, abs=1e-9)  # one of the agent's looks
+    assert look >= at - 0.5e-9  # not before the moment (the clock rounds to its nanosecond)
+    assert start + (ticks - 1) * period < at + 1e-12  # and the first such look (a float's noise aside)
+
+
 @pytest.mark.parametrize("failed_worker_exit", [None, 1.5, 2.5])
 def test_a_store_lost_while_a_survivor_s_workers_look_healthy_fails_its_agent_at_its_next_look(failed_worker_exit):
     """`num_nodes_waiting` reads the store: gone (its host's agent exited), the read raises
