@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import Any, Optional, Sequence, Union
 
@@ -33,10 +34,17 @@ def literal(value: str, style: str = "") -> Text:
 
 
 def print_paragraph(console: Console, text: str, indent: str) -> None:
-    """Prose (a refusal's line) wrapped at whole words under one indent, shown as written (`literal`)."""
+    """Prose (a refusal's line) wrapped at whole words under one indent, shown as written (`literal`). A number
+    keeps its unit on its line ("30.6 s", "1.5 / s"): textwrap breaks only at ASCII whitespace, so the space
+    between them is a no-break one while wrapping."""
     width = max(console.width, 40) - len(indent)
-    for line in textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False):
-        console.print(literal(indent + line), highlight=False, soft_wrap=True)
+    glued = _NUMBER_AND_UNIT.sub(lambda m: m.group(0).replace(" ", _NO_BREAK), text)
+    for line in textwrap.wrap(glued, width, break_long_words=False, break_on_hyphens=False):
+        console.print(literal(indent + line.replace(_NO_BREAK, " ")), highlight=False, soft_wrap=True)
+
+
+_NO_BREAK = "\u00a0"
+_NUMBER_AND_UNIT = re.compile(r"\d (?:/ )?(?:s|ms|ns)(?![\w])")
 
 
 def rule(console: Console, title="") -> None:

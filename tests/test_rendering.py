@@ -10,6 +10,8 @@ import subprocess
 
 import pytest
 from conftest import AGGSIM, SCENARIOS, T0
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.console import Console
 
 from aggregation.documents import error_document_bytes
@@ -267,3 +269,30 @@ def test_run_local_comparison_shows_both_verdicts_in_full(width):
     assert "differs" in text and "…" not in text
     for field, simulated, real in diff:
         assert field in text and str(simulated) in text and str(real) in text
+
+
+REFUSAL = (
+    "the operator's reconcile at 30.6 s reads pod train-worker-1 deleted (at 30.6 s) and exited (exit 143, heard at "
+    "31.35 s): the kubelet removes such a pod, and it polls 12 / s with a 1.5e-09 s tick, 5 ms apart"
+)
+
+
+@given(
+    width=st.integers(40, 120),
+    words=st.lists(st.sampled_from(["the", "reconcile", "at", "30.6", "s", "12", "/", "ms", "1.5e-09"]), min_size=20),
+)
+def test_a_refusal_s_line_keeps_each_number_with_its_unit_at_any_width(width, words):
+    """`report.print_paragraph` (the model's refusals in `sweep` and `prove`): "30.6 s" and "12 / s" never end one
+    line and start the next, and the words are all there, in order."""
+    import io
+
+    from aggregation.report import print_paragraph
+
+    for text in (REFUSAL, " ".join(words)):
+        out = io.StringIO()
+        print_paragraph(Console(file=out, width=width, color_system=None), text, "  ")
+        lines = out.getvalue().splitlines()
+        assert " ".join(line.strip() for line in lines) == text.strip()
+        for line, after in zip(lines, lines[1:]):
+            number_left = re.search(r"\d(?: /)?$", line)
+            assert not (number_left and re.match(r"\s*(?:/ )?(?:s|ms)\b", after)), (line, after)
