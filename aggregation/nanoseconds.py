@@ -31,15 +31,26 @@ def on_the_clock(moment):
     return moment
 
 
-def exact(value: float) -> Fraction:
-    """The number a float stands for: its whole nanoseconds, when it is within rounding of them (a scenario's
-    decimal, or a float sum of such), else the shortest decimal that reads back as it (`repr`)."""
+#: how far from a whole number of nanoseconds a float may land and still stand for it (`whole_nanoseconds`)
+ROUNDING_NS = 1e-6
+
+
+def whole_nanoseconds(value: float) -> "int | None":
+    """The whole number of nanoseconds a float (seconds) stands for, when it is within rounding of one (a
+    scenario's decimal, or a float sum of such); None for a fractional number of them, or past a float's reach."""
     if -FLOAT_HOLDS_NANOSECONDS < value < FLOAT_HOLDS_NANOSECONDS:
         scaled = value * 1e9
         whole = round(scaled)
-        if abs(scaled - whole) <= max(1e-6, abs(scaled) * 1e-12):
-            return Fraction(whole, PER_SECOND)
-    return Fraction(repr(value))
+        if abs(scaled - whole) <= max(ROUNDING_NS, abs(scaled) * 1e-12):
+            return whole
+    return None
+
+
+def exact(value: float) -> Fraction:
+    """The number a float stands for: its whole nanoseconds (`whole_nanoseconds`), else the shortest decimal that
+    reads back as it (`repr`)."""
+    whole = whole_nanoseconds(value)
+    return Fraction(repr(value)) if whole is None else Fraction(whole, PER_SECOND)
 
 
 def nearest_tick(value: Fraction) -> Fraction:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import TYPE_CHECKING, Callable, Optional
 
 from flyteidl.core import errors_pb2
@@ -25,7 +26,13 @@ from google.protobuf.message import DecodeError
 from aggregation import defaults
 from aggregation.documents import error_document
 from aggregation.engine import Clock, Scheduled, cancel
-from aggregation.nanoseconds import PER_SECOND, on_the_clock
+from aggregation.nanoseconds import (
+    PER_SECOND,
+    ROUNDING_NS,
+    exact,
+    on_the_clock,
+    whole_nanoseconds,
+)
 from aggregation.plugin_variants import PodPlugin, plugin_for
 from aggregation.readers import parse_document
 from aggregation.replica_env import error_file_name, job_environments, reported_worker
@@ -541,8 +548,6 @@ class Pod:
 
 
 _PLAIN = (float, int)  # the simulator's numbers; anything else is the prover's exact kind
-# how far a float product or quotient may land from the exact one, relative to it (a few of a float's epsilons)
-_FLOAT_NOISE = 1e-15
 
 
 def _tick_at_or_after(first: float, period: float, at: float) -> float:
@@ -550,22 +555,28 @@ def _tick_at_or_after(first: float, period: float, at: float) -> float:
     that acts, then sleeps `period`, acts next (the agent's looks at its workers, a waiting node's reads).
 
     Counted in whole nanoseconds, the clock's grid: a moment 1 ns past a tick is past it (on both the simulator's
-    floats and the prover's exact numbers), which a float ceiling with a tolerance would take for the tick. A
-    period of a fractional number of nanoseconds (1.5e-09) is counted as it is, so no tick is taken before `at`."""
+    floats and the prover's exact numbers), which a float ceiling with a tolerance would take for the tick. A period
+    is the number its float stands for (`nanoseconds.exact`, as the prover reads it); one of a fractional number of
+    nanoseconds (1.5e-09) is counted exactly too, so no tick is taken before `at`."""
     if at <= first:
         return first
     if first.__class__ in _PLAIN and at.__class__ in _PLAIN and period.__class__ in _PLAIN:
-        gap, step = round((at - first) * PER_SECOND), period * PER_SECOND
-        whole = round(step)
-        # a whole number of nanoseconds, off by a float's noise, is counted exactly in integers; a tick within that
-        # noise of `at` is at it
-        if abs(step - whole) <= whole * _FLOAT_NOISE:
-            ticks = -(-gap // whole)
-        else:
-            quotient = gap / step
-            ticks = math.ceil(quotient - quotient * _FLOAT_NOISE)
-        return on_the_clock(first + ticks * period)
+        # in whole nanoseconds throughout: a float sum or difference of moments near 2**22 s is off by up to one
+        start, step = round(first * PER_SECOND), whole_nanoseconds(period)
+        gap = round(at * PER_SECOND) - start
+        if step is not None:
+            return (start + -(-gap // step) * step) / PER_SECOND
+        return _fractional_tick_at_or_after(start, period, gap)
     return first + math.ceil((at - first) / period) * period
+
+
+def _fractional_tick_at_or_after(start: int, period: float, gap: int) -> float:
+    """`_tick_at_or_after` for a period of a fractional number of nanoseconds, from `start` ns to `gap` ns after
+    it: in exact numbers (nobody sets such a period, so its cost does not matter), rounded to the clock's
+    nanosecond, a tick within rounding of `at` being at it."""
+    step = exact(period) * PER_SECOND  # the number the float stands for, as the prover reads it
+    ticks = math.ceil((gap - Fraction(ROUNDING_NS)) / step)
+    return round(start + ticks * step) / PER_SECOND
 
 
 class SimulatedPods:

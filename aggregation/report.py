@@ -36,14 +36,15 @@ def literal(value: str, style: str = "") -> Text:
 def print_paragraph(console: Console, text: str, indent: str) -> None:
     """Prose (a refusal's line) wrapped at whole words under one indent, shown as written (`literal`). A number
     keeps its unit on its line ("30.6 s", "1.5 / s"): textwrap breaks only at ASCII whitespace, so the space
-    between them is a no-break one while wrapping."""
+    between them is a private-use character while wrapping."""
     width = max(console.width, 40) - len(indent)
-    glued = _NUMBER_AND_UNIT.sub(lambda m: m.group(0).replace(" ", _NO_BREAK), text)
+    glue = _GLUE not in text  # a text that holds the glue itself is wrapped as it is
+    glued = _NUMBER_AND_UNIT.sub(lambda m: m.group(0).replace(" ", _GLUE), text) if glue else text
     for line in textwrap.wrap(glued, width, break_long_words=False, break_on_hyphens=False):
-        console.print(literal(indent + line.replace(_NO_BREAK, " ")), highlight=False, soft_wrap=True)
+        console.print(literal(indent + (line.replace(_GLUE, " ") if glue else line)), highlight=False, soft_wrap=True)
 
 
-_NO_BREAK = "\u00a0"
+_GLUE = "\ue000"  # a private-use character: no whitespace to textwrap, and never in the model's own words
 _NUMBER_AND_UNIT = re.compile(r"\d (?:/ )?(?:s|ms|ns)(?![\w])")
 
 

@@ -471,8 +471,8 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
             )
     join_timeout = job.join_timeout_seconds if job.HasField("join_timeout_seconds") else defaults.JOIN_TIMEOUT_SECONDS
     interval = monitor_interval_of(job)
-    # the agent's looks are counted in the clock's nanosecond ticks (`pods._tick_at_or_after`): a shorter interval
-    # is no interval on that clock
+    # the model's clock ticks in nanoseconds (`nanoseconds.on_the_clock`): an agent that looked more often than
+    # each tick would look many times at one moment
     if not 1 / PER_SECOND <= interval <= defaults.MAX_MONITOR_INTERVAL_SECONDS:
         raise where.error(
             where.line_of("monitor_interval_seconds"),

@@ -268,6 +268,7 @@ class Attempt:
         self.propeller.job_terminal(condition, message)
 
     def _done(self) -> bool:
+        """Every pod has exited, or they have lingered long enough after propeller's verdict (`watched_until`)."""
         observation = self.propeller.observation
         if observation is None:
             return False
@@ -316,3 +317,10 @@ class Attempt:
             on_interruptible=runs_on_interruptible(self.state, spec.interruptible, spec.retries, self.config),
             failed_rounds=self.propeller.failed_rounds,
         )
+
+
+def watched_until(result: AttemptResult, linger: float) -> float:
+    """When a run that lets pods linger `linger` s after propeller's verdict stops watching a simulated attempt
+    (`Attempt._done`): at its last event (every pod exited), or that long after the verdict if that comes first."""
+    end = max((event.at for event in result.timeline), default=0.0)
+    return end if result.observed_at is None else min(end, result.observed_at + linger)

@@ -30,7 +30,7 @@ from aggregation.storage import open_prefix
 from aggregation.timeline import Event, What
 from localjob.blobstore import is_partial
 from localjob.pod import LocalPod, PodSpec
-from localjob.timebase import ScenarioTimebase
+from localjob.timebase import ScenarioTimebase, lands_in_first_rendezvous
 
 if TYPE_CHECKING:
     from aggregation.world import Attempt
@@ -182,9 +182,7 @@ class RealPods:
         self.stack.callback(self.watcher.stop)
         self.watcher.start()
         started = time.time()
-        events = spec.events_for(self.attempt)
-        early = any(e.kind == "preemption" and e.at < spec.timings[e.pod].rendezvous for e in events)
-        if early:  # the signal must land in the first rendezvous: once the store is up, before the barrier
+        if lands_in_first_rendezvous(spec, self.attempt):  # once the store is up, before the barrier
             self._wait_for_port(port, started)
             time.sleep(0.5)
             ready = time.time()

@@ -18,7 +18,7 @@ from aggregation.results import Execution, Source
 from aggregation.scenario import ScenarioSpec
 from localjob.pod import libfaketime_path
 from localjob.realpods import ATTEMPT_TIMEOUT, LINGER_AFTER_VERDICT, START_TIMEOUT, LocalJobError, RealPods
-from localjob.timebase import QUIET_TRAINING, first_action
+from localjob.timebase import MOST_LEAD, barrier, first_action
 from localjob.workloads import Workload
 
 MAX_REAL_ATTEMPTS = 6
@@ -27,7 +27,7 @@ MAX_LOCAL_PODS = 8
 # is for `aggsim calibrate` to measure, not for this limit to hide.
 MAX_LOCAL_NPROC = 4
 # what a real attempt has left for its scenario once its pods have started (at worst) and trained a little
-WALL_PACED_SECONDS = ATTEMPT_TIMEOUT - START_TIMEOUT - QUIET_TRAINING
+WALL_PACED_SECONDS = ATTEMPT_TIMEOUT - START_TIMEOUT - MOST_LEAD
 
 
 def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Workload:
@@ -44,6 +44,7 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Wo
     from aggregation.pods import WORKERS_RESTARTED
     from aggregation.simulate import simulate
     from aggregation.timeline import What
+    from aggregation.world import watched_until
 
     simulated = simulate(spec).attempts
     restarted = any(
@@ -56,18 +57,37 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Wo
             "job.max_restarts: a worker group restarted through a new rendezvous round is not played for real: "
             "in real runs here its new workers hung (2 of 4 runs, no new round in 240 s), cause not yet known"
         )
+    start = barrier(spec)
     for index, attempt in enumerate(simulated):
-        # from its first action on, an attempt runs at the wall's pace (`timebase`) until every pod has exited or
-        # pods have lingered after propeller's verdict for the record (`world.Attempt._done`): that must fit in what
-        # is left of a real attempt's time once its pods have started (at worst) and trained a little
-        first, end = first_action(spec, index), max(event.at for event in attempt.timeline)
-        if attempt.observed_at is not None:
-            end = min(end, attempt.observed_at + LINGER_AFTER_VERDICT)
-        if end - first > WALL_PACED_SECONDS:
+        listed = index < len(spec.attempts)
+        label = f"attempts[{index}]" if listed else f"attempt {index} (a clean retry, not listed)"
+        for number, event in enumerate(spec.events_for(index)):
+            if event.kind != "preemption" and event.at < start:
+                raise LocalJobError(
+                    f"attempts[{index}].events[{number}].at_seconds: a {event.kind} at {event.at:g} s, before the "
+                    f"workers first train together ({start:g} s), reaches no worker in the model; real workers would "
+                    "take it as they start"
+                )
+        if spec.completion_for(index) < start:
             raise LocalJobError(
-                f"attempts[{index}]: its simulation ends {end - first:.1f} s after its first action ({first:g} s), "
-                f"more than the {WALL_PACED_SECONDS:.0f} s a real attempt plays at the wall's pace (of its "
-                f"{ATTEMPT_TIMEOUT:.0f} s, the rest is for starting its pods)"
+                f"task.training_seconds: {label} completes at {spec.completion_for(index):g} s, before the workers "
+                f"first train together ({start:g} s), which the model's workers ignore and real ones would not"
+            )
+        if attempt.observed_at is None:
+            raise LocalJobError(
+                f"{label}: in its simulation propeller never sees the job end (it stays {attempt.job_condition}); "
+                f"a real attempt would only stop at its {ATTEMPT_TIMEOUT:.0f} s limit"
+            )
+        # from its first action on, an attempt runs at the wall's pace (`timebase`): until it stops being watched,
+        # it must fit in what is left of a real attempt's time once its pods have started (at worst)
+        first = first_action(spec, index)
+        span = watched_until(attempt, LINGER_AFTER_VERDICT) - first
+        if span > WALL_PACED_SECONDS:
+            raise LocalJobError(
+                f"{label}: its simulation ends {span:.1f} s after its first action ({first:g} s), more than the "
+                f"{WALL_PACED_SECONDS:.0f} s a real attempt plays at the wall's pace (of its {ATTEMPT_TIMEOUT:.0f} s, "
+                "the rest is for starting its pods): its delays (job.*_seconds, propeller.observation_delay_seconds) "
+                "and its events' spacing decide it"
             )
     skewed = sorted(pod for pod, timing in spec.timings.items() if timing.clock_offset)
     if skewed and libfaketime_path() is None:

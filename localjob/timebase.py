@@ -5,8 +5,8 @@ the pods (a scenario event, else the training's completion) time runs at the wal
 after it is kept: the events', and the operator's and propeller's delays after them, to the last. That first
 moment keeps its fraction of a second (so "30.6 s" fires at a wall-clock .6, where torch's whole-second
 truncation bites). Only the quiet training before it, where nothing acts on the pods, is compressed into a
-few seconds of real training. A first event inside the first rendezvous has no training before it: it lands
-as soon as the rendezvous store is up.
+few seconds of real training. A signal inside the first rendezvous has no training before it: it lands as
+soon as the rendezvous store is up.
 """
 
 from __future__ import annotations
@@ -15,7 +15,15 @@ import math
 
 from aggregation.scenario import ScenarioSpec
 
-QUIET_TRAINING = 3.0  # real seconds of training before the first event (a first checkpoint write takes ~1 s)
+QUIET_TRAINING = 3.0  # real seconds of training before the first action (a first checkpoint write takes ~1 s)
+#: the most real seconds from the workers' first barrier to the first action: the quiet training, then up to a
+#: second more to reach the first action's fraction of a second
+MOST_LEAD = QUIET_TRAINING + 1.0
+
+
+def barrier(spec: ScenarioSpec) -> float:
+    """When the workers first train together: the last pod's rendezvous."""
+    return max(t.rendezvous for t in spec.timings.values())
 
 
 def first_action(spec: ScenarioSpec, attempt: int) -> float:
@@ -25,14 +33,21 @@ def first_action(spec: ScenarioSpec, attempt: int) -> float:
     return min(moments + [spec.completion_for(attempt)])
 
 
+def lands_in_first_rendezvous(spec: ScenarioSpec, attempt: int) -> bool:
+    """Whether attempt N's first action comes before the workers' first barrier: a signal that must land while the
+    agents rendezvous, as soon as the store is up (`localjob.runner.check_playable` refuses any other action
+    there, which the model's pods ignore until they train)."""
+    return first_action(spec, attempt) < barrier(spec)
+
+
 class ScenarioTimebase:
     def __init__(self, spec: ScenarioSpec, attempt: int, ready_wall: float) -> None:
-        self.rendezvous = max(t.rendezvous for t in spec.timings.values())
+        self.rendezvous = barrier(spec)
         self.first = first_action(spec, attempt)
         self.ready_wall = ready_wall
-        if self.first < self.rendezvous:
-            # a signal in the first rendezvous lands as soon as the store is up (`ready_wall`), before the barrier;
-            # there is no training to compress, and no time to wait for the wall's fraction of a second
+        if lands_in_first_rendezvous(spec, attempt):
+            # `ready_wall` is when the store came up: no training to compress, and no time to wait for the wall's
+            # fraction of a second (so a later event's whole-second stamp may truncate elsewhere than simulated)
             self.anchor = ready_wall
             return
         earliest = ready_wall + QUIET_TRAINING

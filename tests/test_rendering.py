@@ -288,11 +288,19 @@ def test_a_refusal_s_line_keeps_each_number_with_its_unit_at_any_width(width, wo
 
     from aggregation.report import print_paragraph
 
-    for text in (REFUSAL, " ".join(words)):
+    def wrapped(text):
         out = io.StringIO()
         print_paragraph(Console(file=out, width=width, color_system=None), text, "  ")
         lines = out.getvalue().splitlines()
-        assert " ".join(line.strip() for line in lines) == text.strip()
-        for line, after in zip(lines, lines[1:]):
-            number_left = re.search(r"\d(?: /)?$", line)
-            assert not (number_left and re.match(r"\s*(?:/ )?(?:s|ms)\b", after)), (line, after)
+        assert " ".join(line.strip(" ") for line in lines) == text.strip()  # every word, as written
+        return lines
+
+    wrapped(REFUSAL.replace("train-worker-1", "train\ue000worker\u00a0x"))  # the wrapper's own glue, shown as is
+    for text in (REFUSAL, " ".join(words), REFUSAL.replace("train-worker-1", "train\u00a0worker")):
+        lines = wrapped(text)
+        for line, after in zip(lines, lines[1:]):  # no "number unit" runs across a break
+            joined = line.rstrip() + " " + after.lstrip()
+            broken = [
+                m for m in re.finditer(r"\d (?:/ )?(?:s|ms)\b", joined) if m.start() < len(line.rstrip()) < m.end()
+            ]
+            assert not broken, (line, after)

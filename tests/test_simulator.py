@@ -1535,21 +1535,26 @@ def _next_look(started: float, interval: float, at: float) -> float:
     first=st.integers(0, 10**11),
     # in ns: whole, and not (1.5; 1.00001; 0.3 s and a fraction of a nanosecond)
     interval=st.one_of(st.integers(1, 3600 * 10**9), st.floats(1.0, 1000.0), st.floats(1e8, 3.6e12)),
-    gap=st.integers(1, 10**11),
+    gap=st.one_of(st.integers(1, 10**11), st.integers(1, 4 * 10**15)),  # up to days, where a float holds 1 ns
 )
 def test_the_agent_s_next_look_is_the_first_tick_at_or_after_a_moment_for_any_interval(first, interval, gap):
     """torch `SimpleElasticAgent._invoke_run` looks, sleeps `monitor_interval`, and looks again: the look that sees a
-    change at `at` is the first of `first + k * interval` at or after it, on the model's nanosecond clock. An
-    interval of a fractional number of nanoseconds used to be counted in whole ones, which took a tick before
-    `at` (1.5 ns from 0, at 4 ns: 3 ns)."""
+    change at `at` is the first of `first + k * interval` at or after it, on the model's nanosecond clock, the
+    interval being the number its float stands for (`nanoseconds.exact`, as `aggsim prove` reads it). An interval
+    of a fractional number of nanoseconds used to be counted in whole ones, which took a tick before `at` (1.5 ns
+    from 0, at 4 ns: 3 ns). Checked in exact numbers."""
+    from fractions import Fraction
+
+    from aggregation.nanoseconds import exact
     from aggregation.pods import _tick_at_or_after
 
-    start, period, at = first / 1e9, interval / 1e9, (first + gap) / 1e9
-    look = _tick_at_or_after(start, period, at)
-    ticks = round((look - start) / period)
-    assert look == pytest.approx(start + ticks * period, abs=1e-9)  # one of the agent's looks
-    assert look >= at - 0.5e-9  # not before the moment (the clock rounds to its nanosecond)
-    assert start + (ticks - 1) * period < at + 1e-12  # and the first such look (a float's noise aside)
+    period = interval / 1e9
+    look = _tick_at_or_after(first / 1e9, period, (first + gap) / 1e9)
+    look_ns, step = round(Fraction(look) * 10**9), exact(period) * 10**9
+    ticks = round((look_ns - first) / step)
+    assert abs(look_ns - (first + ticks * step)) <= Fraction(1, 2)  # one of the agent's looks, on the clock
+    assert look_ns >= first + gap  # not before the moment
+    assert first + (ticks - 1) * step < first + gap + Fraction(1, 10**6)  # and the first such look
 
 
 @pytest.mark.parametrize("failed_worker_exit", [None, 1.5, 2.5])

@@ -9,11 +9,14 @@ for. No process is started here.
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from conftest import SCENARIOS
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aggregation.scenario import parse_scenario_source
+from aggregation.scenario import load_scenario, parse_scenario_source
 from aggregation.strategies import scenarios, spec_of
 from localjob.timebase import QUIET_TRAINING, ScenarioTimebase, first_action
 
@@ -94,9 +97,50 @@ def test_run_local_refuses_an_attempt_longer_than_a_real_one_plays_in_one_line()
           events { at_seconds: 200 pod: "train-worker-1" preemption {} }
         }"""
     check_playable(spec(slow_status % 1))
+    # the survivor waits 900 s in its rendezvous, but the run stops watching 20 s after propeller's verdict (2.75 s)
+    check_playable(load_scenario(str(SCENARIOS / "signal_during_first_rendezvous.textproto"), "recoverable"))
     long = spec(slow_status % 150)
     with pytest.raises(LocalJobError) as refused:
         check_playable(long)
     message = str(refused.value)
     assert "\n" not in message and message.startswith("attempts[0]: ")
     assert f"more than the {WALL_PACED_SECONDS:.0f} s" in message
+
+
+@pytest.mark.parametrize(
+    "events, refused",
+    [
+        ('events { at_seconds: 1 pod: "train-worker-0" worker_error {} }', "attempts[0].events[0].at_seconds: a"),
+        ("events { at_seconds: 3 completion {} }", "attempts[0].events[0].at_seconds: a completion at 3 s"),
+        ("events { at_seconds: 1 checkpoint {} }", "attempts[0].events[0].at_seconds: a checkpoint"),
+    ],
+)
+def test_run_local_refuses_an_action_before_the_workers_train_which_the_model_s_pods_ignore(events, refused):
+    """`pods.py` `Pod.worker_error`, `SimulatedPods.complete`: a pod that does not train yet ignores them, while a real
+    worker would read the command as it starts; a signal there is played (it lands while the agents rendezvous)."""
+    from localjob.realpods import LocalJobError
+    from localjob.runner import check_playable
+
+    text = """
+        job { pods: "train-worker-0" pods: "train-worker-1" }
+        timings { rendezvous_seconds: 5 }
+        task { retries: 0 training_seconds: 30 }
+        attempts { %s events { at_seconds: 20 pod: "train-worker-1" preemption {} } }"""
+    with pytest.raises(LocalJobError, match=re.escape(refused)):
+        check_playable(spec(text % events))
+    check_playable(spec(text % 'events { at_seconds: 1 pod: "train-worker-0" preemption {} }'))
+
+
+def test_run_local_refuses_an_attempt_propeller_never_sees_end():
+    """A job the simulated propeller never sees end (training longer than anything that stops it) would hold a real
+    attempt until its time limit; the model says WAIT, which no real run can show."""
+    from localjob.realpods import LocalJobError
+    from localjob.runner import check_playable
+
+    stuck = spec("""
+        job { pods: "train-worker-0" pods: "train-worker-1" }
+        timings { rendezvous_seconds: 5 }
+        task { retries: 0 training_seconds: 3 }
+        attempts { }""")
+    with pytest.raises(LocalJobError, match=r"^task.training_seconds: attempts\[0\] completes at 3 s"):
+        check_playable(stuck)
