@@ -31,7 +31,8 @@ def on_the_clock(moment):
     return moment
 
 
-#: how far from a whole number of nanoseconds a float may land and still stand for it (`whole_nanoseconds`)
+#: how far from a whole number of nanoseconds a float may land and still stand for it, at the least
+#: (`whole_nanoseconds` allows a relative 1e-12 of larger numbers); a tick this close to a moment is at it
 ROUNDING_NS = 1e-6
 
 

@@ -321,6 +321,7 @@ class Attempt:
 
 def watched_until(result: AttemptResult, linger: float) -> float:
     """When a run that lets pods linger `linger` s after propeller's verdict stops watching a simulated attempt
-    (`Attempt._done`): at its last event (every pod exited), or that long after the verdict if that comes first."""
+    (`Attempt._done`): at its last event (every pod has exited and propeller has decided), or `linger` s after the
+    verdict if that comes first."""
     end = max((event.at for event in result.timeline), default=0.0)
     return end if result.observed_at is None else min(end, result.observed_at + linger)

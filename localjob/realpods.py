@@ -324,10 +324,10 @@ class RealPods:
         self._poll_uploads()  # files that landed after the clock stopped still belong to the record
         to_scenario, world = self.timebase.scenario, self.world
         if any(self.events_dir.glob("barrier.*")):
-            world.log(Event(self.timebase.rendezvous, "job", What.RENDEZVOUS_DONE))
+            world.log(Event(self.timebase.barrier, "job", What.RENDEZVOUS_DONE))
         step = self.resumed_step()
         if step is not None:
-            world.log(Event(self.timebase.rendezvous, self.spec.pods[0], What.RESUMED, count=step))
+            world.log(Event(self.timebase.barrier, self.spec.pods[0], What.RESUMED, count=step))
         for raised in sorted(self.events_dir.glob("raise.*")):
             rank = int(raised.name.split(".")[1])
             pod = self.spec.pods[rank // self.spec.nproc_per_node]

@@ -41,54 +41,6 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Wo
         raise LocalJobError(
             f"job.nproc_per_node: {nproc} workers per pod, more than the {MAX_LOCAL_NPROC} a local pod runs"
         )
-    from aggregation.pods import WORKERS_RESTARTED
-    from aggregation.simulate import simulate
-    from aggregation.timeline import What
-    from aggregation.world import watched_until
-
-    simulated = simulate(spec).attempts
-    restarted = any(
-        event.what is What.RENDEZVOUS_DONE and event.reason == WORKERS_RESTARTED
-        for attempt in simulated
-        for event in attempt.timeline
-    )
-    if restarted:
-        raise LocalJobError(
-            "job.max_restarts: a worker group restarted through a new rendezvous round is not played for real: "
-            "in real runs here its new workers hung (2 of 4 runs, no new round in 240 s), cause not yet known"
-        )
-    start = barrier(spec)
-    for index, attempt in enumerate(simulated):
-        listed = index < len(spec.attempts)
-        label = f"attempts[{index}]" if listed else f"attempt {index} (a clean retry, not listed)"
-        for number, event in enumerate(spec.events_for(index)):
-            if event.kind != "preemption" and event.at < start:
-                raise LocalJobError(
-                    f"attempts[{index}].events[{number}].at_seconds: a {event.kind} at {event.at:g} s, before the "
-                    f"workers first train together ({start:g} s), reaches no worker in the model; real workers would "
-                    "take it as they start"
-                )
-        if spec.completion_for(index) < start:
-            raise LocalJobError(
-                f"task.training_seconds: {label} completes at {spec.completion_for(index):g} s, before the workers "
-                f"first train together ({start:g} s), which the model's workers ignore and real ones would not"
-            )
-        if attempt.observed_at is None:
-            raise LocalJobError(
-                f"{label}: in its simulation propeller never sees the job end (it stays {attempt.job_condition}); "
-                f"a real attempt would only stop at its {ATTEMPT_TIMEOUT:.0f} s limit"
-            )
-        # from its first action on, an attempt runs at the wall's pace (`timebase`): until it stops being watched,
-        # it must fit in what is left of a real attempt's time once its pods have started (at worst)
-        first = first_action(spec, index)
-        span = watched_until(attempt, LINGER_AFTER_VERDICT) - first
-        if span > WALL_PACED_SECONDS:
-            raise LocalJobError(
-                f"{label}: its simulation ends {span:.1f} s after its first action ({first:g} s), more than the "
-                f"{WALL_PACED_SECONDS:.0f} s a real attempt plays at the wall's pace (of its {ATTEMPT_TIMEOUT:.0f} s, "
-                "the rest is for starting its pods): its delays (job.*_seconds, propeller.observation_delay_seconds) "
-                "and its events' spacing decide it"
-            )
     skewed = sorted(pod for pod, timing in spec.timings.items() if timing.clock_offset)
     if skewed and libfaketime_path() is None:
         raise LocalJobError(
@@ -114,8 +66,87 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Wo
                     f"attempts[{index}]: preemption.lands_during_fork cannot be played for real "
                     "(a signal cannot be aimed at the inside of os.fork())"
                 )
+            _check_before_training(spec, index, event)
+    _check_simulated(spec)
     method = start_method or ("fork" if spec.fork else "spawn")
     return Workload(spec.plugin.value, method, str(len(spec.pods)), nproc)  # restarts: per pod (RealPods)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.10g} s"
+
+
+def _check_before_training(spec: ScenarioSpec, index: int, event) -> None:
+    """An event before the workers first train together. Real workers all train from that barrier; the model's
+    pods each train from their own rendezvous (`pods.py` `Pod._rendezvous_done`), the job's completion waits for
+    every pod (`SimulatedPods.complete`), and a pod that does not train ignores a worker error or a checkpoint
+    (`Pod.worker_error`, `Pod.checkpoint`). Only a signal before its pod trains plays the same on both: the runner
+    sends it while the real agents rendezvous (`timebase.lands_in_first_rendezvous`)."""
+    start = barrier(spec)
+    if event.at >= start or event.kind not in ("preemption", "worker_error", "checkpoint", "completion"):
+        return
+    where = f"attempts[{index}]: the {event.kind} at {_seconds(event.at)}"
+    if event.kind == "completion":
+        raise LocalJobError(
+            f"{where} comes before every pod trains ({_seconds(start)}): the model's workers ignore it, real ones "
+            "would take it as they start"
+        )
+    pod = event.pod if event.kind != "checkpoint" else spec.pods[0]
+    own = spec.timings[pod].rendezvous
+    if event.at >= own:
+        raise LocalJobError(
+            f"{where} comes after {pod}'s own rendezvous ({_seconds(own)}) but before every pod's "
+            f"({_seconds(start)}): the model trains {pod} from its own, real workers only once every pod has joined"
+        )
+    if event.kind != "preemption":
+        raise LocalJobError(
+            f"{where} comes before {pod} trains ({_seconds(own)}): the model's pod ignores it, real workers would "
+            "take it as they start"
+        )
+
+
+def _check_simulated(spec: ScenarioSpec) -> None:
+    """What the simulation of `spec` says a real run could not play as simulated."""
+    from aggregation.pods import WORKERS_RESTARTED
+    from aggregation.simulate import simulate
+    from aggregation.timeline import What
+    from aggregation.world import watched_until
+
+    simulated = simulate(spec).attempts
+    restarted = any(
+        event.what is What.RENDEZVOUS_DONE and event.reason == WORKERS_RESTARTED
+        for attempt in simulated
+        for event in attempt.timeline
+    )
+    if restarted:
+        raise LocalJobError(
+            "job.max_restarts: a worker group restarted through a new rendezvous round is not played for real: "
+            "in real runs here its new workers hung (2 of 4 runs, no new round in 240 s), cause not yet known"
+        )
+    start = barrier(spec)
+    for index, attempt in enumerate(simulated):
+        label = f"attempts[{index}]" if index < len(spec.attempts) else f"attempt {index} (not listed: it trains clean)"
+        completion = spec.completion_for(index)
+        if completion < start and not any(e.kind == "completion" for e in spec.events_for(index)):
+            raise LocalJobError(
+                f"task.training_seconds: {label} completes at {_seconds(completion)}, before every pod trains "
+                f"({_seconds(start)}): the model's workers ignore it, real ones would not"
+            )
+        # from its first action on, an attempt runs at the wall's pace (`timebase`): while the run watches it, it
+        # must fit in what is left of a real attempt's time once its pods have started (at worst)
+        first = first_action(spec, index)
+        action = next(
+            (f"the {e.kind}" for e in spec.events_for(index) if e.kind != "checkpoint" and e.at == first),
+            "its training's completion",
+        )
+        span = watched_until(attempt, LINGER_AFTER_VERDICT) - first
+        if span > WALL_PACED_SECONDS:
+            raise LocalJobError(
+                f"{label}: a real run would watch it for {span:.2f} s after its first action ({action} at "
+                f"{_seconds(first)}), more than the {WALL_PACED_SECONDS:.0f} s it has for that ({ATTEMPT_TIMEOUT:.0f} "
+                f"s, less {START_TIMEOUT:.0f} s for its pods to start and up to {MOST_LEAD:.0f} s of training first): "
+                "its delays (job.*_seconds, propeller.observation_delay_seconds) and its events' spacing decide it"
+            )
 
 
 def run_local(spec: ScenarioSpec, work_dir: Path, start_method: Optional[str] = None) -> Execution:

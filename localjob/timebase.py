@@ -1,11 +1,11 @@
 """Scenario seconds <-> wall-clock seconds for one real attempt.
 
 Scenario time maps onto wall time after the workers' first barrier. From the first moment the world acts on
-the pods (a scenario event, else the training's completion) time runs at the wall's pace, so every spacing
-after it is kept: the events', and the operator's and propeller's delays after them, to the last. That first
-moment keeps its fraction of a second (so "30.6 s" fires at a wall-clock .6, where torch's whole-second
-truncation bites). Only the quiet training before it, where nothing acts on the pods, is compressed into a
-few seconds of real training. A signal inside the first rendezvous has no training before it: it lands as
+the pods (a scenario event other than a checkpoint, else the training's completion) time runs at the wall's
+pace, so every spacing after it is kept: the events', and the operator's and propeller's delays after them, to
+the last. That first moment keeps its fraction of a second (so "30.6 s" fires at a wall-clock .6, where torch's
+whole-second truncation bites). Only the quiet training before it, where nothing acts on the pods, is mapped
+onto 3-4 seconds of real training. A signal inside the first rendezvous has no training before it: it lands as
 soon as the rendezvous store is up.
 """
 
@@ -34,15 +34,15 @@ def first_action(spec: ScenarioSpec, attempt: int) -> float:
 
 
 def lands_in_first_rendezvous(spec: ScenarioSpec, attempt: int) -> bool:
-    """Whether attempt N's first action comes before the workers' first barrier: a signal that must land while the
-    agents rendezvous, as soon as the store is up (`localjob.runner.check_playable` refuses any other action
-    there, which the model's pods ignore until they train)."""
+    """Whether attempt N's first action comes before the workers' first barrier: a signal to a pod still in its
+    rendezvous, which the runner sends as soon as the store is up (`localjob.runner.check_playable` refuses any
+    other action before the barrier, which the model and real workers would play differently)."""
     return first_action(spec, attempt) < barrier(spec)
 
 
 class ScenarioTimebase:
     def __init__(self, spec: ScenarioSpec, attempt: int, ready_wall: float) -> None:
-        self.rendezvous = barrier(spec)
+        self.barrier = barrier(spec)
         self.first = first_action(spec, attempt)
         self.ready_wall = ready_wall
         if lands_in_first_rendezvous(spec, attempt):
@@ -57,15 +57,15 @@ class ScenarioTimebase:
     def wall(self, t: float) -> float:
         if t >= self.first:
             return self.anchor + (t - self.first)
-        if t <= self.rendezvous:
+        if t <= self.barrier:
             return self.ready_wall  # before the barrier: already past when the attempt's clock starts
-        squeeze = (self.anchor - self.ready_wall) / (self.first - self.rendezvous)  # the quiet stretch before it
-        return self.ready_wall + (t - self.rendezvous) * squeeze
+        squeeze = (self.anchor - self.ready_wall) / (self.first - self.barrier)  # the quiet stretch before it
+        return self.ready_wall + (t - self.barrier) * squeeze
 
     def scenario(self, wall: float) -> float:
         if wall >= self.anchor:
             return self.first + (wall - self.anchor)
         if wall <= self.ready_wall:  # a stamp from before the barrier (a pod's skewed clock): at the wall's pace
-            return min(self.first, self.rendezvous) + (wall - self.ready_wall)
-        stretch = (self.first - self.rendezvous) / (self.anchor - self.ready_wall)
-        return self.rendezvous + (wall - self.ready_wall) * stretch
+            return min(self.first, self.barrier) + (wall - self.ready_wall)
+        stretch = (self.first - self.barrier) / (self.anchor - self.ready_wall)
+        return self.barrier + (wall - self.ready_wall) * stretch

@@ -1554,7 +1554,7 @@ def test_the_agent_s_next_look_is_the_first_tick_at_or_after_a_moment_for_any_in
     ticks = round((look_ns - first) / step)
     assert abs(look_ns - (first + ticks * step)) <= Fraction(1, 2)  # one of the agent's looks, on the clock
     assert look_ns >= first + gap  # not before the moment
-    assert first + (ticks - 1) * step < first + gap + Fraction(1, 10**6)  # and the first such look
+    assert first + (ticks - 1) * step < first + gap - Fraction(1, 10**6)  # and the first such look
 
 
 @pytest.mark.parametrize("failed_worker_exit", [None, 1.5, 2.5])

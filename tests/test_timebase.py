@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from aggregation.scenario import load_scenario, parse_scenario_source
 from aggregation.strategies import scenarios, spec_of
-from localjob.timebase import QUIET_TRAINING, ScenarioTimebase, first_action
+from localjob.timebase import MOST_LEAD, QUIET_TRAINING, ScenarioTimebase, first_action
 
 READY = 1_796_000_000.25  # the wall clock when the workers first trained together
 
@@ -42,13 +42,13 @@ def test_from_the_first_action_on_every_spacing_is_kept_and_read_back(message, d
 
 
 @given(scenarios(playable=True), st.data())
-def test_the_quiet_stretch_is_squeezed_in_order_and_the_first_action_keeps_its_fraction_of_a_second(message, data):
+def test_the_quiet_stretch_keeps_its_order_and_the_first_action_keeps_its_fraction_of_a_second(message, data):
     generated = spec_of(message)
     attempt = data.draw(st.integers(0, len(generated.attempts)), label="attempt")
     timebase = ScenarioTimebase(generated, attempt, READY)
     first = first_action(generated, attempt)
     anchor = timebase.wall(first)
-    assert anchor - READY >= QUIET_TRAINING  # a few seconds of real training before anything happens
+    assert QUIET_TRAINING <= anchor - READY < MOST_LEAD  # a few seconds of real training before anything happens
     assert (anchor - first) % 1.0 == pytest.approx(0.0, abs=1e-6) or (anchor - first) % 1.0 == pytest.approx(1.0)
     moments = sorted(data.draw(st.lists(st.floats(0.0, first), min_size=2, max_size=5), label="before"))
     walls = [timebase.wall(t) for t in moments]
@@ -69,6 +69,13 @@ def test_an_attempt_with_no_event_keeps_the_operator_s_seconds_after_its_complet
     assert timebase.wall(40.7) % 1.0 == pytest.approx(0.7)  # the completion keeps its fraction of a second
 
 
+def test_a_checkpoint_write_is_no_first_action():
+    """A checkpoint only marks the quiet stretch: the preemption after it is where wall-paced time starts."""
+    shipped = load_scenario(str(SCENARIOS / "preemption_during_training.textproto"), "recoverable")
+    assert any(e.kind == "checkpoint" and e.at < 30.6 for e in shipped.events_for(0))
+    assert first_action(shipped, 0) == 30.6
+
+
 def test_a_signal_in_the_first_rendezvous_lands_when_the_store_is_up_and_then_time_runs_at_the_wall_s_pace():
     early = spec("""
         job { pods: "train-worker-0" pods: "train-worker-1" }
@@ -84,8 +91,7 @@ def test_a_signal_in_the_first_rendezvous_lands_when_the_store_is_up_and_then_ti
 
 def test_run_local_refuses_an_attempt_longer_than_a_real_one_plays_in_one_line():
     """`localjob/runner.py` `check_playable`: an attempt that reaches its verdict minutes after its first action
-    (here the kubelet's status report takes 150 s) would time out mid-run; one whose later events come after the
-    verdict is played (the run stops watching pods that linger past it)."""
+    (here the kubelet's status report takes 150 s) would time out mid-run; with a 1 s report it is played."""
     from localjob.realpods import LocalJobError
     from localjob.runner import WALL_PACED_SECONDS, check_playable
 
@@ -110,14 +116,15 @@ def test_run_local_refuses_an_attempt_longer_than_a_real_one_plays_in_one_line()
 @pytest.mark.parametrize(
     "events, refused",
     [
-        ('events { at_seconds: 1 pod: "train-worker-0" worker_error {} }', "attempts[0].events[0].at_seconds: a"),
-        ("events { at_seconds: 3 completion {} }", "attempts[0].events[0].at_seconds: a completion at 3 s"),
-        ("events { at_seconds: 1 checkpoint {} }", "attempts[0].events[0].at_seconds: a checkpoint"),
+        ('events { at_seconds: 1 pod: "train-worker-0" worker_error {} }', "the worker_error at 1 s comes before"),
+        ("events { at_seconds: 3 completion {} }", "the completion at 3 s comes before every pod trains (5 s)"),
+        ("events { at_seconds: 1 checkpoint {} }", "the checkpoint at 1 s comes before train-worker-0 trains"),
     ],
 )
 def test_run_local_refuses_an_action_before_the_workers_train_which_the_model_s_pods_ignore(events, refused):
-    """`pods.py` `Pod.worker_error`, `SimulatedPods.complete`: a pod that does not train yet ignores them, while a real
-    worker would read the command as it starts; a signal there is played (it lands while the agents rendezvous)."""
+    """`pods.py` `Pod.worker_error`, `Pod.checkpoint`, `SimulatedPods.complete`: a pod that does not train yet
+    ignores them, while a real worker would read the command as it starts; a signal there is played (it lands while
+    the agents rendezvous). The event is named by kind and moment: the file may list it anywhere."""
     from localjob.realpods import LocalJobError
     from localjob.runner import check_playable
 
@@ -125,22 +132,41 @@ def test_run_local_refuses_an_action_before_the_workers_train_which_the_model_s_
         job { pods: "train-worker-0" pods: "train-worker-1" }
         timings { rendezvous_seconds: 5 }
         task { retries: 0 training_seconds: 30 }
-        attempts { %s events { at_seconds: 20 pod: "train-worker-1" preemption {} } }"""
-    with pytest.raises(LocalJobError, match=re.escape(refused)):
+        attempts { events { at_seconds: 20 pod: "train-worker-1" preemption {} } %s }"""
+    with pytest.raises(LocalJobError, match="^attempts\\[0\\]: " + re.escape(refused)):
         check_playable(spec(text % events))
     check_playable(spec(text % 'events { at_seconds: 1 pod: "train-worker-0" preemption {} }'))
 
 
-def test_run_local_refuses_an_attempt_propeller_never_sees_end():
-    """A job the simulated propeller never sees end (training longer than anything that stops it) would hold a real
-    attempt until its time limit; the model says WAIT, which no real run can show."""
+@pytest.mark.parametrize("kind", ["preemption {}", "worker_error {}"])
+def test_run_local_refuses_an_event_between_a_pod_s_own_rendezvous_and_every_pod_s(kind):
+    """The model trains a pod from its own rendezvous (`pods.py` `Pod._rendezvous_done`), real workers only once
+    every pod has joined: at 3 s the model's train-worker-0 trains (a preemption there is caught by its plugin), the
+    real one still rendezvous (where upstream's agent has no handler yet)."""
     from localjob.realpods import LocalJobError
     from localjob.runner import check_playable
 
-    stuck = spec("""
+    text = f"""
+        job {{ pods: "train-worker-0" pods: "train-worker-1" }}
+        timings {{ rendezvous_seconds: 5 }}
+        pod_timings {{ pod: "train-worker-0" timings {{ rendezvous_seconds: 2 }} }}
+        task {{ retries: 0 training_seconds: 30 }}
+        attempts {{ events {{ at_seconds: %s pod: "train-worker-0" {kind} }} }}"""
+    with pytest.raises(LocalJobError, match=r"after train-worker-0's own rendezvous \(2 s\) but before every pod's"):
+        check_playable(spec(text % 3))
+    if kind.startswith("preemption"):
+        check_playable(spec(text % 1))  # still in its rendezvous, in the model too
+
+
+def test_run_local_refuses_a_training_that_completes_before_every_pod_trains():
+    """`SimulatedPods.complete` waits for every pod to train: a completion before it is ignored, and the model's job
+    runs on for ever (WAIT), while real workers would take it as they start."""
+    from localjob.realpods import LocalJobError
+    from localjob.runner import check_playable
+
+    early = spec("""
         job { pods: "train-worker-0" pods: "train-worker-1" }
         timings { rendezvous_seconds: 5 }
-        task { retries: 0 training_seconds: 3 }
-        attempts { }""")
-    with pytest.raises(LocalJobError, match=r"^task.training_seconds: attempts\[0\] completes at 3 s"):
-        check_playable(stuck)
+        task { retries: 0 training_seconds: 3 }""")
+    with pytest.raises(LocalJobError, match=r"^task.training_seconds: attempt 0 \(not listed: it trains clean\) comp"):
+        check_playable(early)
