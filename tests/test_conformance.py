@@ -199,7 +199,9 @@ def test_aggregation_off_an_operator_seconds_late_still_reports_the_sibling_s_ge
     report), and the real runner's operator waits that long too. The recoverable plugin reports the sibling's
     genuine error whichever reaches the survivor first: the store's loss (it waits for a sibling's report, finds
     it, and yields) or the late cleanup's SIGTERM (it yields too). Real survivors sometimes had not noticed the
-    store's loss 3 s after its host's exit, so which of the two comes first is not asserted here."""
+    store's loss 3 s after its host's exit, so which of the two comes first is not asserted here; and a survivor that
+    notices it before the host's own exit exits first, so the 3 s are counted from the first exit the operator
+    hears of (CI saw 2.88 s from the host's)."""
     from aggregation.scenario import load_scenario
 
     text = (SCENARIOS / "sibling_user_error_cleanup_no_aggregation.textproto").read_text()
@@ -208,7 +210,7 @@ def test_aggregation_off_an_operator_seconds_late_still_reports_the_sibling_s_ge
     real = conforming_local_run(load_scenario(str(path), "recoverable"), tmp_path / "run")
     [attempt] = real.attempts
     assert attempt.decision == "FAIL" and "bad batch" in attempt.error.message
-    exited = next(e.at_seconds for e in attempt.timeline if e.kind == "exit" and e.pod == "train-worker-0")
+    exited = min(e.at_seconds for e in attempt.timeline if e.kind == "exit")
     terminal = next(e.at_seconds for e in attempt.timeline if e.kind == "job_terminal")
     assert terminal - exited == pytest.approx(3, abs=0.1)
 
