@@ -218,11 +218,11 @@ def behaviour_of(execution: "Execution | ModelRefusal") -> Behaviour:
 @dataclass(frozen=True)
 class Run:
     """One concolic run: the path condition it recorded and what it did: its execution, or the model's refusal to play
-    the point; `refused` is the one line of a scenario the model takes as no valid input at all."""
+    the point; `invalid` is the one line of a scenario that is no valid input at all."""
 
     constraints: tuple[Constraint, ...]
     execution: "Execution | ModelRefusal | None"
-    refused: Optional[str]
+    invalid: Optional[str]
     untraceable: tuple[str, ...]
     #: where the run stopped at a moment Go's map order decides: one (field, order) per order, to run each with
     pins: tuple[tuple[str, str], ...] = ()
@@ -267,7 +267,7 @@ def run_symbolic(problem: Problem, assignment: dict[str, Fraction]) -> Run:
     path = Path({i.field: (i.low, i.high) for i in problem.intervals})
     values = {name: Sym.variable(name, value) for name, value in assignment.items()}
     message = _Overlay(problem.with_values(assignment), "", values)
-    execution, refused, pins = None, None, ()
+    execution, invalid, pins = None, None, ()
     with recording(path):
         try:
             execution = simulate(problem.spec_from(message))
@@ -277,8 +277,8 @@ def run_symbolic(problem: Problem, assignment: dict[str, Fraction]) -> Run:
         except ModelRefusal as e:
             execution = e
         except ScenarioError as e:
-            refused = str(e)
-    return Run(tuple(path.constraints), execution, refused, tuple(path.untraceable), pins)
+            invalid = str(e)
+    return Run(tuple(path.constraints), execution, invalid, tuple(path.untraceable), pins)
 
 
 def replay(problem: Problem, assignment: dict[str, Fraction]) -> "Execution | ModelRefusal":
@@ -557,9 +557,9 @@ def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, 
         if pins not in pinned_problems:
             pinned_problems[pins] = problem.with_choices(pins)
         run = run_symbolic(pinned_problems[pins], point)
-        if run.refused is not None:
+        if run.invalid is not None:
             at = point_text({**dict(combo + pins), **point})
-            raise ProveError(f"the box holds scenarios that are no valid input, e.g. at {at}: {run.refused}")
+            raise ProveError(f"the box holds scenarios that are no valid input, e.g. at {at}: {run.invalid}")
         if run.untraceable:
             return f"the simulator did what the prover cannot follow exactly: {run.untraceable[0]}"
         depth = len(prefix) + (negated is not None)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from aggregation.explore import BAD, GOOD, OUTCOMES, REFUSAL, outcome_label
+from aggregation.explore import OUTCOMES, outcome_label
 from aggregation.proof_report import counted
 from aggregation.regions import RegionCell
+from aggregation.report import MEANING_STYLE
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-_STYLE = {GOOD: "green", BAD: "bold red", REFUSAL: "yellow"}
 
 
 def _number(value) -> str:
@@ -39,7 +38,7 @@ def render_regions(cells: Sequence[RegionCell], meaning: dict, console: "Console
         for outcome in OUTCOMES:
             if outcome in region_map.outcomes():
                 share = region_map.share(outcome)
-                style = _STYLE.get(meaning.get(outcome), "") if share else ""
+                style = MEANING_STYLE.get(meaning.get(outcome), "") if share else ""
                 label = outcome_label(outcome)
                 console.print(Text.assemble(f"  {label:<21} ", (f"{float(share):>8.3%}", style)), highlight=False)
         refusals = dict.fromkeys(r.behaviour.refusal for r in region_map.regions if r.behaviour.refusal)

@@ -185,7 +185,8 @@ def print_counterexample(console: Console, assignment, execution: Execution) -> 
     console.print(final_line(execution), highlight=False)
 
 
-_STYLE = {GOOD: "green", BAD: "bold red", NEUTRAL: "", REFUSAL: "yellow", None: ""}
+#: how the terminal shows a count or share by what its outcome means for the scenario (`explore.outcome_meanings`)
+MEANING_STYLE = {GOOD: "green", BAD: "bold red", NEUTRAL: "", REFUSAL: "yellow", None: ""}
 
 
 def _counts(cell, outcomes, map_order: bool) -> list[tuple[str, int]]:
@@ -197,7 +198,7 @@ def _counts(cell, outcomes, map_order: bool) -> list[tuple[str, int]]:
 
 def _share(count: int, total: int, meaning) -> Text:
     """ "12 (34%)", green when a good outcome happened, red when a bad one did."""
-    return Text(f"{count} ({count / total if total else 0.0:.0%})", style=_STYLE[meaning] if count else "")
+    return Text(f"{count} ({count / total if total else 0.0:.0%})", style=MEANING_STYLE[meaning] if count else "")
 
 
 def render_sweep(
@@ -239,7 +240,10 @@ def render_sweep(
                 console.print(
                     Text.assemble(
                         f"  {header:<{label_width}}  ",
-                        (f"{count:>{count_width}} ({share:>4.0%})", _STYLE[meaning.get(outcome)] if count else ""),
+                        (
+                            f"{count:>{count_width}} ({share:>4.0%})",
+                            MEANING_STYLE[meaning.get(outcome)] if count else "",
+                        ),
                     ),
                     highlight=False,
                 )

@@ -66,7 +66,10 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Wo
                     f"attempts[{index}]: preemption.lands_during_fork cannot be played for real "
                     "(a signal cannot be aimed at the inside of os.fork())"
                 )
-            _check_before_training(spec, index, event)
+            if event.kind == "completion":
+                _check_completion(spec, index, f"attempts[{index}]")
+            else:
+                _check_before_training(spec, index, event)
     _check_simulated(spec)
     method = start_method or ("fork" if spec.fork else "spawn")
     return Workload(spec.plugin.value, method, str(len(spec.pods)), nproc)  # restarts: per pod (RealPods)
@@ -83,14 +86,9 @@ def _check_before_training(spec: ScenarioSpec, index: int, event) -> None:
     (`Pod.worker_error`, `Pod.checkpoint`). Only a signal before its pod trains plays the same on both: the runner
     sends it while the real agents rendezvous (`timebase.lands_in_first_rendezvous`)."""
     start = barrier(spec)
-    if event.at >= start or event.kind not in ("preemption", "worker_error", "checkpoint", "completion"):
+    if event.at >= start or event.kind not in ("preemption", "worker_error", "checkpoint"):
         return
     where = f"attempts[{index}]: the {event.kind} at {_seconds(event.at)}"
-    if event.kind == "completion":
-        raise LocalJobError(
-            f"{where} comes before every pod trains ({_seconds(start)}): the model's workers ignore it, real ones "
-            "would take it as they start"
-        )
     pod = event.pod if event.kind != "checkpoint" else spec.pods[0]
     own = spec.timings[pod].rendezvous
     if event.at >= own:
@@ -103,6 +101,22 @@ def _check_before_training(spec: ScenarioSpec, index: int, event) -> None:
             f"{where} comes before {pod} trains ({_seconds(own)}): the model's pod ignores it, real workers would "
             "take it as they start"
         )
+
+
+def _check_completion(spec: ScenarioSpec, index: int, label: str) -> None:
+    """`SimulatedPods.complete` waits for every pod to train: a completion before that is ignored in the model (its
+    job runs on), while real workers would take it as they start."""
+    start, completion = barrier(spec), spec.completion_for(index)
+    if completion >= start:
+        return
+    if any(e.kind == "completion" for e in spec.events_for(index)):
+        where = f"{label}: the completion at {_seconds(completion)} comes before"
+    else:
+        where = f"task.training_seconds: {label} completes at {_seconds(completion)}, before"
+    raise LocalJobError(
+        f"{where} every pod trains ({_seconds(start)}): the model's workers ignore it, real ones would take it as they "
+        "start"
+    )
 
 
 def _check_simulated(spec: ScenarioSpec) -> None:
@@ -123,28 +137,19 @@ def _check_simulated(spec: ScenarioSpec) -> None:
             "job.max_restarts: a worker group restarted through a new rendezvous round is not played for real: "
             "in real runs here its new workers hung (2 of 4 runs, no new round in 240 s), cause not yet known"
         )
-    start = barrier(spec)
     for index, attempt in enumerate(simulated):
         label = f"attempts[{index}]" if index < len(spec.attempts) else f"attempt {index} (not listed: it trains clean)"
-        completion = spec.completion_for(index)
-        if completion < start and not any(e.kind == "completion" for e in spec.events_for(index)):
-            raise LocalJobError(
-                f"task.training_seconds: {label} completes at {_seconds(completion)}, before every pod trains "
-                f"({_seconds(start)}): the model's workers ignore it, real ones would not"
-            )
+        _check_completion(spec, index, label)
         # from its first action on, an attempt runs at the wall's pace (`timebase`): while the run watches it, it
         # must fit in what is left of a real attempt's time once its pods have started (at worst)
         first = first_action(spec, index)
-        action = next(
-            (f"the {e.kind}" for e in spec.events_for(index) if e.kind != "checkpoint" and e.at == first),
-            "its training's completion",
-        )
-        span = watched_until(attempt, LINGER_AFTER_VERDICT) - first
+        span = watched_until(attempt, LINGER_AFTER_VERDICT) - first.at
         if span > WALL_PACED_SECONDS:
             raise LocalJobError(
-                f"{label}: a real run would watch it for {span:.2f} s after its first action ({action} at "
-                f"{_seconds(first)}), more than the {WALL_PACED_SECONDS:.0f} s it has for that ({ATTEMPT_TIMEOUT:.0f} "
-                f"s, less {START_TIMEOUT:.0f} s for its pods to start and up to {MOST_LEAD:.0f} s of training first): "
+                f"{label}: a real run would watch it for {span:.2f} s after its first action ({first.what} at "
+                f"{_seconds(first.at)}), more than the {WALL_PACED_SECONDS:.0f} s it has for that "
+                f"({ATTEMPT_TIMEOUT:.0f} s, less {START_TIMEOUT:.0f} s for its pods to start and up to "
+                f"{MOST_LEAD:.0f} s of training first): "
                 "its delays (job.*_seconds, propeller.observation_delay_seconds) and its events' spacing decide it"
             )
 

@@ -12,6 +12,7 @@ soon as the rendezvous store is up.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from aggregation.scenario import ScenarioSpec
 
@@ -26,24 +27,29 @@ def barrier(spec: ScenarioSpec) -> float:
     return max(t.rendezvous for t in spec.timings.values())
 
 
-def first_action(spec: ScenarioSpec, attempt: int) -> float:
-    """The scenario moment from which attempt N runs at the wall's pace: its first event (a checkpoint write only
-    marks the quiet stretch), else the training's completion."""
-    moments = [e.at for e in spec.events_for(attempt) if e.kind != "checkpoint"]
-    return min(moments + [spec.completion_for(attempt)])
+class FirstAction(NamedTuple):
+    at: float  # scenario seconds
+    what: str  # "the preemption", "its training's completion"
+
+
+def first_action(spec: ScenarioSpec, attempt: int) -> FirstAction:
+    """Where attempt N starts to run at the wall's pace: its first event (a checkpoint write only marks the quiet
+    stretch), else the training's completion."""
+    events = [FirstAction(e.at, f"the {e.kind}") for e in spec.events_for(attempt) if e.kind != "checkpoint"]
+    return min([*events, FirstAction(spec.completion_for(attempt), "its training's completion")], key=lambda a: a.at)
 
 
 def lands_in_first_rendezvous(spec: ScenarioSpec, attempt: int) -> bool:
     """Whether attempt N's first action comes before the workers' first barrier: a signal to a pod still in its
     rendezvous, which the runner sends as soon as the store is up (`localjob.runner.check_playable` refuses any
     other action before the barrier, which the model and real workers would play differently)."""
-    return first_action(spec, attempt) < barrier(spec)
+    return first_action(spec, attempt).at < barrier(spec)
 
 
 class ScenarioTimebase:
     def __init__(self, spec: ScenarioSpec, attempt: int, ready_wall: float) -> None:
         self.barrier = barrier(spec)
-        self.first = first_action(spec, attempt)
+        self.first = first_action(spec, attempt).at
         self.ready_wall = ready_wall
         if lands_in_first_rendezvous(spec, attempt):
             # `ready_wall` is when the store came up: no training to compress, and no time to wait for the wall's

@@ -34,7 +34,7 @@ def test_from_the_first_action_on_every_spacing_is_kept_and_read_back(message, d
     generated = spec_of(message)
     attempt = data.draw(st.integers(0, len(generated.attempts)), label="attempt")  # the last runs clean
     timebase = ScenarioTimebase(generated, attempt, READY)
-    first = first_action(generated, attempt)
+    first = first_action(generated, attempt).at
     t, delay = (data.draw(st.floats(0.0, 120.0), label=label) for label in ("t", "delay"))
     t += first
     assert timebase.wall(t + delay) - timebase.wall(t) == pytest.approx(delay, abs=1e-6)
@@ -46,7 +46,7 @@ def test_the_quiet_stretch_keeps_its_order_and_the_first_action_keeps_its_fracti
     generated = spec_of(message)
     attempt = data.draw(st.integers(0, len(generated.attempts)), label="attempt")
     timebase = ScenarioTimebase(generated, attempt, READY)
-    first = first_action(generated, attempt)
+    first = first_action(generated, attempt).at
     anchor = timebase.wall(first)
     assert QUIET_TRAINING <= anchor - READY < MOST_LEAD  # a few seconds of real training before anything happens
     assert (anchor - first) % 1.0 == pytest.approx(0.0, abs=1e-6) or (anchor - first) % 1.0 == pytest.approx(1.0)
@@ -63,7 +63,7 @@ def test_an_attempt_with_no_event_keeps_the_operator_s_seconds_after_its_complet
         task { retries: 1 training_seconds: 40.7 }
         attempts { events { at_seconds: 30 pod: "train-worker-1" preemption {} } }""")
     timebase = ScenarioTimebase(clean, 1, READY)
-    assert first_action(clean, 1) == 40.7
+    assert first_action(clean, 1).at == 40.7
     exit_heard = timebase.wall(42.2 + 1.5) - timebase.wall(42.2)
     assert exit_heard == pytest.approx(1.5)
     assert timebase.wall(40.7) % 1.0 == pytest.approx(0.7)  # the completion keeps its fraction of a second
@@ -73,7 +73,7 @@ def test_a_checkpoint_write_is_no_first_action():
     """A checkpoint only marks the quiet stretch: the preemption after it is where wall-paced time starts."""
     shipped = load_scenario(str(SCENARIOS / "preemption_during_training.textproto"), "recoverable")
     assert any(e.kind == "checkpoint" and e.at < 30.6 for e in shipped.events_for(0))
-    assert first_action(shipped, 0) == 30.6
+    assert first_action(shipped, 0).at == 30.6
 
 
 def test_a_signal_in_the_first_rendezvous_lands_when_the_store_is_up_and_then_time_runs_at_the_wall_s_pace():
