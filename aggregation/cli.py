@@ -962,8 +962,13 @@ def run_local(scenario_path, plugin, work_dir, force, keep, as_json, profile_pat
     console = _console(stderr=as_json)
     with _real_run("run-local", work_dir, force, keep) as run_dir:
         from localjob.realpods import LocalJobError
+        from localjob.runner import check_playable
         from localjob.runner import run_local as run_real
 
+        try:
+            check_playable(spec)
+        except LocalJobError as e:  # refused before any pod starts: there are no files to keep
+            _fail(f"{scenario_path}: {e}")
         try:
             with console.status(f"running {spec.name} for real ({len(spec.pods)} pods, plugin {spec.plugin})..."):
                 real = execution_to_proto(run_real(spec, run_dir.path))

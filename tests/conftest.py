@@ -161,8 +161,21 @@ class RealRun:
 
     @property
     def evidence(self) -> str:
-        """`unpredicted_run_evidence` of this run (against the simulation run-local printed beside it)."""
-        return unpredicted_run_evidence(self._record("simulated"), self.execution, self.stderr)
+        """`unpredicted_run_evidence` of this run (against the simulation run-local printed beside it), and the last
+        lines of each pod's log in the attempts where they differ: the kept files stay on the machine that ran it."""
+        import re
+
+        from aggregation.record import compare
+
+        simulated, real = self._record("simulated"), self.execution
+        fields = [field for field, a, b in compare(simulated, real) if a != b]
+        differing = sorted({int(m[1]) for field in fields if (m := re.match(r"attempt (\d+) ", field))})
+        logs = []
+        for attempt in differing:
+            for log in sorted(self.tmpdir.glob(f"aggsim-run-local-*/attempt-{attempt}/work/*.log")):
+                tail = log.read_text(errors="replace").strip().splitlines()[-12:]
+                logs += [f"--- attempt {attempt}, {log.stem}'s log, last lines:", *tail]
+        return "\n".join([unpredicted_run_evidence(simulated, real, self.stderr), *logs])
 
     def _record(self, which: str):
         """One `aggsim.v1.Execution` of the command's JSON: "real" or "simulated"."""

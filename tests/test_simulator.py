@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -1284,12 +1285,20 @@ def test_bad_fault_events_name_their_field(snippet, field):
 
 
 @pytest.mark.parametrize("scenario", ["storage_outage_during_the_read", "rounds_keep_failing"])
-def test_run_local_refuses_store_faults_it_cannot_play_for_real(scenario):
-    """One line, exit 2, before any process starts: the local blob store is a directory."""
+def test_run_local_refuses_store_faults_it_cannot_play_for_real(scenario, tmp_path):
+    """One line, exit 2, before any process starts: the local blob store is a directory. A refused run made no
+    files, so it keeps no directory and names none."""
     pytest.importorskip("flytekit")
-    result = subprocess.run([AGGSIM, "run-local", scenario], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [AGGSIM, "run-local", scenario],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
     assert result.returncode == 2 and "cannot be played for real" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == [] and str(tmp_path) not in result.stderr, result.stderr
 
 
 # --- this project's plugin under both readers (plugin/task.py RecoverableElasticTask) ---------------------------
