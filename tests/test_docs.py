@@ -66,7 +66,9 @@ def test_documented_command_runs(command, expected, request):
     shared = _shared_real_run(args[1:])
     if shared is not None:  # the same command's run, made once per session (it adds --json, which we ignore)
         result = request.getfixturevalue("real_runs").run(*shared)
-        if result.returncode == 1 and 1 not in expected:  # it disagreed: its files stay on the machine, so say why
+        # exit 1: it disagreed, and its files stay on the machine, so say why (a crash, which prints no record, makes
+        # `evidence` say so, with its stderr)
+        if result.returncode == 1 and 1 not in expected:
             raise AssertionError(f"{command}: the real run {result.evidence}")
     else:
         result = subprocess.run([AGGSIM, *args[1:]], cwd=ROOT, capture_output=True, text=True, timeout=580)

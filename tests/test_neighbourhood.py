@@ -115,6 +115,36 @@ def test_a_real_run_outside_the_neighbourhood_is_reported_with_what_differs_and_
     assert max(map(len, evidence.splitlines())) <= 100
 
 
+def test_a_shared_real_run_s_evidence_ends_with_its_pods_last_log_lines_in_the_attempt_that_differs(tmp_path):
+    """`conftest.RealRun.evidence`: the run's kept directory (under its own TMPDIR) stays on the CI machine, so the
+    log shows the last lines of each pod's log where the run differs; an attempt that agrees adds none."""
+    import json
+
+    from conftest import SCENARIOS, RealRun
+    from google.protobuf import json_format
+
+    from aggregation.record import execution_to_proto
+    from aggregation.scenario import load_scenario
+
+    path = str(SCENARIOS / "preemption_during_training.textproto")
+    simulated = json_format.MessageToDict(
+        execution_to_proto(simulate(load_scenario(path, "recoverable"))), preserving_proto_field_name=True
+    )
+    real = json.loads(json.dumps(simulated))
+    real["attempts"][0]["job_condition"] = "Failed"
+    kept = tmp_path / "aggsim-run-local-x"
+    for attempt in (0, 1):
+        (kept / f"attempt-{attempt}" / "work").mkdir(parents=True)
+        lines = [f"attempt {attempt} line {n}" for n in range(30)]
+        (kept / f"attempt-{attempt}" / "work" / "train-worker-1.log").write_text("\n".join(lines))
+    stdout = json.dumps({"real": real, "simulated": simulated})
+    evidence = RealRun(("aggsim",), 1, stdout, "aggsim: first worker failure: X\n", tmp_path).evidence
+    assert "attempt 0 job: simulated 'Succeeded', real 'Failed'" in evidence
+    assert "--- attempt 0, train-worker-1's log, last lines:" in evidence
+    assert evidence.rstrip().endswith("attempt 0 line 29") and "attempt 0 line 17" not in evidence
+    assert "attempt 1 line" not in evidence
+
+
 def test_a_real_run_that_disagrees_with_the_simulator_fails_with_the_evidence_and_one_that_agrees_passes():
     """The check every conformance test makes of its real run (`conftest.assert_agrees_with_the_simulator`)."""
     from conftest import SCENARIOS, assert_agrees_with_the_simulator
