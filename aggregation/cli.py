@@ -968,6 +968,7 @@ def run_local(scenario_path, plugin, work_dir, force, keep, as_json, profile_pat
         try:
             check_playable(spec)
         except (LocalJobError, ValueError) as e:  # refused before any pod starts: there are no files to keep
+            run_dir.discard()
             _fail(f"{scenario_path}: {e}")
         try:
             with console.status(f"running {spec.name} for real ({len(spec.pods)} pods, plugin {spec.plugin})..."):

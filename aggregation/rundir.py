@@ -71,6 +71,10 @@ class RunDir:
         """Keep the evidence: the run disagreed with the simulator, or failed."""
         self.kept = True
 
+    def discard(self) -> None:
+        """Nothing ran, so there is nothing to keep: a temp directory goes even with `--keep` (a given one stays)."""
+        self.kept = self.given is not None
+
     def __exit__(self, *exc_info: object) -> None:
         if self._saved is not None:
             environ_tmpdir, tempfile.tempdir = self._saved

@@ -66,7 +66,7 @@ def test_documented_command_runs(command, expected, request):
     shared = _shared_real_run(args[1:])
     if shared is not None:  # the same command's run, made once per session (it adds --json, which we ignore)
         result = request.getfixturevalue("real_runs").run(*shared)
-        # exit 1: it disagreed, and its files stay on the machine, so say why (a crash, which prints no record, makes
+        # exit 1: it disagreed, and its files stay on the machine, so say why (a run that printed no record makes
         # `evidence` say so, with its stderr)
         if result.returncode == 1 and 1 not in expected:
             raise AssertionError(f"{command}: the real run {result.evidence}")

@@ -1284,13 +1284,16 @@ def test_bad_fault_events_name_their_field(snippet, field):
         parse_scenario(text)
 
 
-@pytest.mark.parametrize("scenario", ["storage_outage_during_the_read", "rounds_keep_failing"])
-def test_run_local_refuses_store_faults_it_cannot_play_for_real(scenario, tmp_path):
+@pytest.mark.parametrize(
+    "scenario, keep",
+    [("storage_outage_during_the_read", []), ("rounds_keep_failing", []), ("rounds_keep_failing", ["--keep"])],
+)
+def test_run_local_refuses_store_faults_it_cannot_play_for_real(scenario, keep, tmp_path):
     """One line, exit 2, before any process starts: the local blob store is a directory. A refused run made no
-    files, so it keeps no directory and names none."""
+    files, so it keeps no directory and names none, even when asked to keep its files."""
     pytest.importorskip("flytekit")
     result = subprocess.run(
-        [AGGSIM, "run-local", scenario],
+        [AGGSIM, "run-local", scenario, *keep],
         capture_output=True,
         text=True,
         timeout=120,
