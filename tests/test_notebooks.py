@@ -12,7 +12,9 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("name, figures", [("design_review.ipynb", 13), ("replay_prefix.ipynb", 1)])
-def test_notebook_executes_and_draws(name, figures):
+def test_notebook_executes_and_draws(name, figures, tmp_path, monkeypatch):
+    """Run as a reader runs it: every cell, each figure drawn once, and nothing of ours left in the temp dir."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the kernel's
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), (
         "commit notebooks without outputs"
@@ -23,6 +25,7 @@ def test_notebook_executes_and_draws(name, figures):
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum("image/png" in o.get("data", {}) for o in outputs) == figures  # each figure exactly once
+    assert list(tmp_path.glob("aggsim-*")) == []  # e.g. the sample prefix the replay notebook builds
 
 
 @pytest.mark.timeout(300)
