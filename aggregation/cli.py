@@ -962,17 +962,16 @@ def run_local(scenario_path, plugin, work_dir, force, keep, as_json, profile_pat
     console = _console(stderr=as_json)
     with _real_run("run-local", work_dir, force, keep) as run_dir:
         from localjob.realpods import LocalJobError
-        from localjob.runner import check_playable
+        from localjob.runner import Unplayable
         from localjob.runner import run_local as run_real
 
         try:
-            check_playable(spec)
-        except (LocalJobError, ValueError) as e:  # refused before any pod starts: there are no files to keep
-            run_dir.discard()
-            _fail(f"{scenario_path}: {e}")
-        try:
             with console.status(f"running {spec.name} for real ({len(spec.pods)} pods, plugin {spec.plugin})..."):
                 real = execution_to_proto(run_real(spec, run_dir.path))
+        except Unplayable as e:  # refused before any pod starts: there are no files to keep
+            run_dir.discard()
+            _fail(f"{scenario_path}: {e}")
+            return
         except (LocalJobError, ValueError) as e:
             run_dir.keep()
             _explain_real_failure(run_dir.path)

@@ -30,20 +30,24 @@ MAX_LOCAL_NPROC = 4
 WALL_PACED_SECONDS = ATTEMPT_TIMEOUT - START_TIMEOUT - MOST_LEAD
 
 
+class Unplayable(LocalJobError):
+    """The scenario cannot be played for real as the model plays it: refused before any pod starts (one line)."""
+
+
 def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Workload:
-    """The workload that plays `spec` for real; LocalJobError (one line) if it cannot be played faithfully."""
+    """The workload that plays `spec` for real; `Unplayable` (one line) if it cannot be played faithfully."""
     if spec.plugin is PluginVariant.SEED_PR:
-        raise LocalJobError("the seed-pr variant exists only in the simulator; run upstream or recoverable")
+        raise Unplayable("the seed-pr variant exists only in the simulator; run upstream or recoverable")
     nproc = spec.nproc_per_node
     if len(spec.pods) > MAX_LOCAL_PODS:
-        raise LocalJobError(f"job.pods: {len(spec.pods)} pods, more than the {MAX_LOCAL_PODS} a local job runs")
+        raise Unplayable(f"job.pods: {len(spec.pods)} pods, more than the {MAX_LOCAL_PODS} a local job runs")
     if nproc > MAX_LOCAL_NPROC:
-        raise LocalJobError(
+        raise Unplayable(
             f"job.nproc_per_node: {nproc} workers per pod, more than the {MAX_LOCAL_NPROC} a local pod runs"
         )
     skewed = sorted(pod for pod, timing in spec.timings.items() if timing.clock_offset)
     if skewed and libfaketime_path() is None:
-        raise LocalJobError(
+        raise Unplayable(
             f"timings.clock_offset_seconds of {', '.join(skewed)} needs libfaketime to give each pod its own "
             "clock: run .ci/system-packages (Debian package faketime)"
         )
@@ -52,17 +56,17 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Wo
     for index, events in enumerate(spec.attempts):
         for event in events:
             if event.kind == "worker_error" and is_collateral_failure(event.message):
-                raise LocalJobError(
+                raise Unplayable(
                     f"attempts[{index}]: worker_error.message {event.message!r} reads like a peer's loss, which the "
                     "real plugin reports as a consequence while the simulator plays it as a genuine error"
                 )
             if event.kind in ("storage_outage", "truncated_upload"):
-                raise LocalJobError(
+                raise Unplayable(
                     f"attempts[{index}]: {event.kind} cannot be played for real "
                     "(the local blob store is a directory: it neither fails requests nor keeps partial writes)"
                 )
             if event.lands_during_fork:
-                raise LocalJobError(
+                raise Unplayable(
                     f"attempts[{index}]: preemption.lands_during_fork cannot be played for real "
                     "(a signal cannot be aimed at the inside of os.fork())"
                 )
@@ -92,12 +96,12 @@ def _check_before_training(spec: ScenarioSpec, index: int, event) -> None:
     pod = event.pod if event.kind != "checkpoint" else spec.pods[0]
     own = spec.timings[pod].rendezvous
     if event.at >= own:
-        raise LocalJobError(
+        raise Unplayable(
             f"{where} comes after {pod}'s own rendezvous ({_seconds(own)}) but before every pod's "
             f"({_seconds(start)}): the model trains {pod} from its own, real workers only once every pod has joined"
         )
     if event.kind != "preemption":
-        raise LocalJobError(
+        raise Unplayable(
             f"{where} comes before {pod} trains ({_seconds(own)}): the model's pod ignores it, real workers would "
             "take it as they start"
         )
@@ -113,7 +117,7 @@ def _check_completion(spec: ScenarioSpec, index: int, label: str) -> None:
         where = f"{label}: the completion at {_seconds(completion)} comes before"
     else:
         where = f"task.training_seconds: {label} completes at {_seconds(completion)}, before"
-    raise LocalJobError(
+    raise Unplayable(
         f"{where} every pod trains ({_seconds(start)}): the model's workers ignore it, real ones would take it as they "
         "start"
     )
@@ -133,7 +137,7 @@ def _check_simulated(spec: ScenarioSpec) -> None:
         for event in attempt.timeline
     )
     if restarted:
-        raise LocalJobError(
+        raise Unplayable(
             "job.max_restarts: a worker group restarted through a new rendezvous round is not played for real: "
             "in real runs here its new workers hung (2 of 4 runs, no new round in 240 s), cause not yet known"
         )
@@ -145,7 +149,7 @@ def _check_simulated(spec: ScenarioSpec) -> None:
         first = first_action(spec, index)
         span = watched_until(attempt, LINGER_AFTER_VERDICT) - first.at
         if span > WALL_PACED_SECONDS:
-            raise LocalJobError(
+            raise Unplayable(
                 f"{label}: a real run would watch it for {span:.2f} s after its first action ({first.what} at "
                 f"{_seconds(first.at)}), more than the {WALL_PACED_SECONDS:.0f} s it has for that "
                 f"({ATTEMPT_TIMEOUT:.0f} s, less {START_TIMEOUT:.0f} s for its pods to start and up to "
