@@ -88,8 +88,8 @@ def render_proof(proof: Proof, console: "Console") -> None:
     for line in _box_lines(proof):
         _print_wrapped(console, line, "  ")
     console.print(
-        f"{counted(len(proof.paths), 'path')} explored, {counted(proof.behaviours, 'distinct behaviour')}, "
-        f"{proof.seconds:.1f} s",
+        f"{counted(len(proof.paths), 'path')} explored{_refused_aside(proof)}, "
+        f"{counted(proof.behaviours, 'distinct behaviour')}, {proof.seconds:.1f} s",
         highlight=False,
     )
     if proof.reason:
@@ -177,6 +177,10 @@ def _path_to_json(path: PathResult) -> dict:
     }
 
 
+def _refused_aside(proof: Proof) -> str:
+    return f" ({len(proof.refusals)} refused by the model)" if proof.refusals else ""
+
+
 def proof_to_json(proof: Proof) -> dict:
     return {
         "verdict": proof.verdict,
@@ -186,6 +190,7 @@ def proof_to_json(proof: Proof) -> dict:
         "choices": [{"field": c.field, "values": list(c.values)} for c in proof.choices],
         "paths": len(proof.paths),
         "behaviours": proof.behaviours,
+        "refused_paths": len(proof.refusals),
         "seconds": round(proof.seconds, 3),
         "reason": proof.reason or None,
         "fails_everywhere": proof.fails_everywhere,
@@ -210,7 +215,7 @@ def proof_to_json(proof: Proof) -> dict:
             }
             for index, p in enumerate(proof.refusals)
         ],
-        "behaviour_list": sorted({p.behaviour.describe() for p in proof.paths}),
+        "behaviour_list": sorted({p.behaviour.describe() for p in proof.paths if not p.refused}),
     }
 
 

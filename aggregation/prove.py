@@ -339,7 +339,8 @@ class Proof:
 
     @property
     def behaviours(self) -> int:
-        return len({p.behaviour for p in self.paths})
+        """How many different things the played paths do (a path the model refuses to play does nothing)."""
+        return len({p.behaviour for p in self.paths if not p.refused})
 
     @property
     def fails_everywhere(self) -> bool:

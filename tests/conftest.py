@@ -171,7 +171,7 @@ class RealRun:
         fields = [field for field, a, b in compare(simulated, real) if a != b]
         differing = sorted({int(m[1]) for field in fields if (m := re.match(r"attempt (\d+) ", field))})
         logs = []
-        for attempt in differing or range(len(real.attempts)):  # no attempt named (the count differs): every one
+        for attempt in differing or range(len(real.attempts)):  # only execution-level fields differ: every attempt
             for log in sorted(self.tmpdir.glob(f"aggsim-run-local-*/attempt-{attempt}/work/*.log")):
                 tail = log.read_text(errors="replace").strip().splitlines()[-12:]
                 logs += [f"--- attempt {attempt}, {log.stem}'s log, last lines:", *tail]

@@ -338,6 +338,23 @@ def test_a_refusal_inside_a_varied_box_names_the_field_not_a_line_of_another() -
         P.prove(source, claim, uploads)
 
 
+def test_a_path_the_model_refuses_is_not_counted_as_a_behaviour() -> None:
+    """prove.py `Proof.behaviours`: the count the issue asks for ("how many distinct behaviours were explored") is of
+    what played paths do; a refused path is counted apart, in the text and the JSON alike. In this box (a busy
+    operator reading a deleted pod that has exited, `operator.PodRecreation`) the played paths retry or succeed
+    silently, and one path is refused."""
+    varies = ("attempts[0].events[1].at_seconds=30..31", "job.reconcile_seconds=0..2", "timings.upload_seconds=0.05..3")
+    command = [AGGSIM, "prove", "preemption_by_pod_deletion", "--claim", "retries", "--plugin", "upstream"]
+    command += [arg for vary in varies for arg in ("--vary", vary)]
+    answer = json.loads(subprocess.run([*command, "--json"], capture_output=True, text=True, check=False).stdout)
+    assert answer["refused_paths"] == len(answer["refusals"]) == 1
+    assert answer["behaviours"] == len(answer["behaviour_list"]) == 2
+    assert not any("refus" in behaviour for behaviour in answer["behaviour_list"])
+    text = subprocess.run(command, capture_output=True, text=True, check=False).stdout
+    paths = answer["paths"]
+    assert f"{paths} paths explored (1 refused by the model), 2 distinct behaviours," in " ".join(text.split())
+
+
 # --- exactness ---------------------------------------------------------------------------------------------
 EXACTNESS_CASES = [
     (PREEMPTION, "retries", SEED_BOX, "seed-pr", True),
