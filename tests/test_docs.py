@@ -61,8 +61,12 @@ def test_the_docs_show_commands():
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("command, expected", COMMANDS)
-def test_documented_command_runs(command, expected, request):
+def test_documented_command_runs(command, expected, request, tmp_path):
     args = shlex.split(command)
+    # the docs name files in /tmp a reader can open; the test's go with the test, and must be written
+    written = [i for i, arg in enumerate(args) if arg.startswith("/tmp/")]
+    for at in written:
+        args[at] = str(tmp_path / Path(args[at]).name)
     shared = _shared_real_run(args[1:])
     if shared is not None:  # the same command's run, made once per session (it adds --json, which we ignore)
         result = request.getfixturevalue("real_runs").run(*shared)
@@ -74,6 +78,10 @@ def test_documented_command_runs(command, expected, request):
         result = subprocess.run([AGGSIM, *args[1:]], cwd=ROOT, capture_output=True, text=True, timeout=580)
     assert result.returncode in expected, f"{command}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
     assert "Traceback" not in result.stderr
+    for at in written:
+        assert Path(args[at]).stat().st_size > 0, f"{command}: wrote nothing to {args[at]}"
+        if args[at - 1] == "--plot":
+            assert Path(args[at]).read_bytes().startswith(b"\x89PNG"), f"{command}: no plot drawn"
 
 
 def test_example_prefixes_are_what_their_generator_writes(tmp_path, monkeypatch):
