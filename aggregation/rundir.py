@@ -1,10 +1,11 @@
 """The directory of a real run (`run-local`, `demo --real`, `calibrate`): what it holds, what is kept, and
 that nothing of the run lands anywhere else.
 
-Inside it, `tmp/` is the `TMPDIR` of this process and of every pod it starts, so flytekit's sandboxes, torch
-elastic's `torchelastic_*` dirs and `pytorch-errorfile-*` files go there and are removed with it. The rest is
-evidence (pod logs, output prefixes, checkpoints): removed at the end unless the user gave the directory,
-asked to keep it, or the run disagreed or failed (`keep`).
+Inside it, `tmp/` is the `TMPDIR` of this process, so what flytekit and torch leave in a temp directory goes
+there and is removed with it. Each pod has a `/tmp` of its own beside its log (`localjob.pod.LocalPod.tmp_dir`), as
+a container has: its flytekit sandboxes, torch elastic's `torchelastic_*` dirs and a failed worker's
+`pytorch-errorfile-*` traceback. That and the rest is evidence (pod logs, output prefixes, checkpoints): removed at
+the end unless the user gave the directory, asked to keep it, or the run disagreed or failed (`keep`).
 """
 
 from __future__ import annotations

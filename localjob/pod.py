@@ -153,6 +153,9 @@ class LocalPod:
         self.spec = spec
         self.work_dir = Path(work_dir)
         self.log_path = self.work_dir / f"{spec.name}.log"
+        # the pod's own /tmp, as a container has: what flytekit and torch leave there (sandbox directories on every
+        # import, a worker's traceback pickle) stays with the run, kept or removed with it, and no pod sees another's
+        self.tmp_dir = self.work_dir / f"{spec.name}.tmp"
         self.process: Optional[subprocess.Popen] = None
         self.started_at: Optional[float] = None
         self.exited_at: Optional[float] = None
@@ -173,10 +176,11 @@ class LocalPod:
         self.spec.output_prefix.mkdir(parents=True, exist_ok=True)
         inputs = self.work_dir / f"{self.spec.name}.inputs.pb"
         inputs.write_bytes(literals_pb2.LiteralMap().SerializeToString())
+        self.tmp_dir.mkdir(exist_ok=True)
         with open(self.log_path, "wb") as log, _interrupts_held():
             self.process = subprocess.Popen(
                 self.spec.command(inputs),
-                env=self.spec.environment(),
+                env={**self.spec.environment(), "TMPDIR": str(self.tmp_dir)},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

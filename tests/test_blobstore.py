@@ -51,7 +51,8 @@ def _sightings(directory: Path, prefix: str) -> tuple[int, list[str], list[int]]
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, prefix, str(SIZE), str(VERSIONS), str(directory)],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        # its engine directories (SIZE bytes each, VERSIONS of them) go with the test, not into the machine's /tmp
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(directory.parent)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

@@ -180,6 +180,11 @@ def test_worker_value_error_stays_non_recoverable_with_the_workers_stamp(tmp_pat
     assert raised - FILE_TIME_GRAIN_SECONDS <= stamp(doc) < raised + 0.5
     model_name, model = model_container_error("worker_error {}")
     assert_same_container_error(name, doc.error, model_name, model)
+    # a pod has a /tmp of its own (`LocalPod.tmp_dir`): torch's traceback files and log directory and flytekit's
+    # engine directory are kept with the pod, not left in the machine's /tmp
+    own_tmp = tmp_path / "work" / "train-worker-0.tmp"
+    assert list(own_tmp.glob("pytorch-errorfile-*.pickle")) and list(own_tmp.glob("torchelastic_*"))
+    assert list(own_tmp.glob(f"flyte*/local_flytekit/engine_dir/{name}"))
 
 
 @pytest.mark.parametrize("variant", ["upstream", "recoverable"])

@@ -7,6 +7,7 @@ the workers down, re-raise).
 
 import os
 import signal
+import tempfile
 import time
 
 import pytest
@@ -17,8 +18,11 @@ torch_launcher = pytest.importorskip("torch.distributed.launcher.api")
 
 
 @pytest.fixture
-def launcher(monkeypatch):
+def launcher(monkeypatch, tmp_path):
     """Replace torch's `elastic_launch` with a scripted one; upstream imports it at call time."""
+    # the launch's configuration makes torch's log directory (`torchelastic_*`) in the temp directory, a pod's own
+    # /tmp in a real pod: here the test's, not the machine's
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
     def install(run):
         def fake_elastic_launch(config, entrypoint):
