@@ -27,11 +27,14 @@ def render_regions(cells: Sequence[RegionCell], meaning: dict, console: "Console
         console.print(f"  {interval.field} in [{_number(interval.low)}, {_number(interval.high)}]", highlight=False)
     for cell in cells:
         region_map = cell.map
-        behaviours = len({r.behaviour for r in region_map.regions})
+        # as `prove` counts them (`prove.Proof.behaviours`): a refused region does nothing, and is counted apart
+        behaviours = len({r.behaviour for r in region_map.regions if not r.behaviour.refusal})
+        refused = sum(1 for r in region_map.regions if r.behaviour.refusal)
+        aside = f" ({refused} refused by the model)" if refused else ""
         console.print(
             Text(
-                f"\n{cell.label}: {counted(len(region_map.regions), 'path')}, {counted(behaviours, 'behaviour')}, "
-                f"{region_map.seconds:.1f} s",
+                f"\n{cell.label}: {counted(len(region_map.regions), 'path')}{aside}, "
+                f"{counted(behaviours, 'behaviour')}, {region_map.seconds:.1f} s",
                 style="bold",
             )
         )

@@ -85,6 +85,7 @@ class RunDir:
                 os.environ["TMPDIR"] = environ_tmpdir
         if self.path is None:
             return
-        shutil.rmtree(self.path / "tmp", ignore_errors=True)  # never evidence: torch's and flytekit's scratch
+        # never evidence: this process's scratch (flytekit's and torch's); each pod's own /tmp is beside its log
+        shutil.rmtree(self.path / "tmp", ignore_errors=True)
         if not self.kept:
             shutil.rmtree(self.path, ignore_errors=True)

@@ -4,7 +4,8 @@ A pod gets what Flyte's backend plugin gives its PyTorchJob replica (`aggregatio
 `_F_WN` (the pod name, always) and `_F_DES=Earliest` only when `enable-distributed-error-aggregation` is on, a
 non-elastic job's master neither; and, for jobs with more than one node, `PET_NNODES` and `PET_RDZV_ENDPOINT`.
 Its output prefix is a local directory standing for the blob store, given as an `aggsim-blob://` URL so that
-uploads appear whole (`blobstore`).
+uploads appear whole (`blobstore`). Its `TMPDIR` is a directory of its own beside its log, as a container has its own
+/tmp (`LocalPod.tmp_dir`; it wins over one in `extra_env`).
 
 Every pod runs in its own session (process group), so the agent *and* its workers can be reaped
 together: `LocalPod` is a context manager whose exit SIGKILLs whatever is left, even when the

@@ -79,7 +79,7 @@ def test_documented_command_runs(command, expected, request, tmp_path):
     assert result.returncode in expected, f"{command}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
     assert "Traceback" not in result.stderr
     for at in written:
-        assert Path(args[at]).stat().st_size > 0, f"{command}: wrote nothing to {args[at]}"
+        assert Path(args[at]).is_file() and Path(args[at]).stat().st_size > 0, f"{command}: wrote nothing to {args[at]}"
         if args[at - 1] == "--plot":
             assert Path(args[at]).read_bytes().startswith(b"\x89PNG"), f"{command}: no plot drawn"
 

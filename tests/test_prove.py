@@ -349,7 +349,7 @@ def test_a_path_the_model_refuses_is_not_counted_as_a_behaviour() -> None:
     answer = json.loads(subprocess.run([*command, "--json"], capture_output=True, text=True, check=False).stdout)
     assert answer["refused_paths"] == len(answer["refusals"]) == 1
     assert answer["behaviours"] == len(answer["behaviour_list"]) == 2
-    assert not any("refus" in behaviour for behaviour in answer["behaviour_list"])
+    assert not any(behaviour.startswith("REFUSED") for behaviour in answer["behaviour_list"])
     text = subprocess.run(command, capture_output=True, text=True, check=False).stdout
     paths = answer["paths"]
     assert f"{paths} paths explored (1 refused by the model), 2 distinct behaviours," in " ".join(text.split())

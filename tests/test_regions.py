@@ -166,6 +166,13 @@ def test_where_the_model_refuses_is_a_region_with_its_exact_share() -> None:
     assert shown.returncode == 0, shown.stderr
     assert "  refused by the model   12.614%" in shown.stdout
     assert "  refused: the operator would re-create deleted pod train-worker-1 (attempt 0)" in shown.stdout
+    # the same paths, counted as `prove` counts them (prove.py `Proof.behaviours`): a refused region is no behaviour
+    proved = [AGGSIM, "prove", scenario, "--claim", "retries", "--vary", x, "--vary", y, "--plugin", plugin, "--json"]
+    answer = json.loads(subprocess.run(proved, capture_output=True, text=True).stdout)
+    assert answer["refused_paths"] == 1 and answer["behaviours"] == 2
+    paths, refused, behaviours = answer["paths"], answer["refused_paths"], answer["behaviours"]
+    said = f"{plugin} / aggregation on: {paths} paths ({refused} refused by the model), {behaviours} behaviours,"
+    assert said in " ".join(shown.stdout.split())
 
 
 def test_a_product_of_varied_fields_is_refused_not_drawn() -> None:
