@@ -351,6 +351,8 @@ def region_figure(maps, meaning: dict, title: str = "") -> Figure:
     filled with its outcome's colour, black where the outcome changes, white hairlines between paths."""
     from matplotlib.collections import LineCollection, PolyCollection
 
+    from aggregation.proof_report import counted  # the regions come from the prover: it is loaded already
+
     colours = outcome_colours(meaning)
     columns = min(2, len(maps))
     rows = -(-len(maps) // columns)
@@ -374,7 +376,7 @@ def region_figure(maps, meaning: dict, title: str = "") -> Figure:
         shares = ", ".join(
             f"{outcome_label(o)} {float(region_map.share(o)):.1%}" for o in region_map.outcomes() if region_map.share(o)
         )
-        ax.set_title(f"{plain(label)}\n{len(region_map.regions)} paths: {shares}", fontsize=9)
+        ax.set_title(f"{plain(label)}\n{counted(len(region_map.regions), 'path')}: {shares}", fontsize=9)
     for ax in list(axes.flat)[len(maps) :]:
         ax.set_visible(False)
     fig.legend(

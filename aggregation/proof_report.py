@@ -54,7 +54,7 @@ def _header_lines(proof: Proof, width: int) -> list[str]:
 _OPERATOR_AND_OPERAND = re.compile(r" (<=|>=|!=|->|<|>|=|\+|-) (?=\S)(\S+)")
 
 
-def _print_wrapped(console: "Console", text: str, indent: str = "", joint: str = " ") -> None:
+def print_wrapped(console: "Console", text: str, indent: str = "", joint: str = " ", style: str = "") -> None:
     """One line of the answer, broken where it joins its parts (a condition's ` and `, a witness's `, `) and only
     then at words, each continuation under a deeper indent: rich would cut it anywhere."""
     width, deeper = max(console.width, 40), indent + "    "
@@ -71,7 +71,7 @@ def _print_wrapped(console: "Console", text: str, indent: str = "", joint: str =
         bound = _OPERATOR_AND_OPERAND.sub(lambda m: f" {m[1]}\xa0{m[2]}", line)
         pieces = textwrap.wrap(bound, width, subsequent_indent=deeper, break_long_words=False, break_on_hyphens=False)
         for piece in pieces or [line]:
-            console.print(piece.replace("\xa0", " "), highlight=False, soft_wrap=True, markup=False)
+            console.print(piece.replace("\xa0", " "), highlight=False, soft_wrap=True, markup=False, style=style)
 
 
 def render_proof(proof: Proof, console: "Console") -> None:
@@ -86,14 +86,11 @@ def render_proof(proof: Proof, console: "Console") -> None:
         else:
             console.print(Text(line), highlight=False, soft_wrap=True)
     for line in _box_lines(proof):
-        _print_wrapped(console, line, "  ")
-    console.print(
-        f"{counted(len(proof.paths), 'path')} explored{_refused_aside(proof)}, "
-        f"{counted(proof.behaviours, 'distinct behaviour')}, {proof.seconds:.1f} s",
-        highlight=False,
-    )
+        print_wrapped(console, line, "  ")
+    counts = path_count_line(len(proof.paths), len(proof.refusals), proof.behaviours, proof.seconds)
+    print_wrapped(console, counts, joint=", ")
     if proof.reason:
-        _print_wrapped(console, f"not every path was explored: {proof.reason}")
+        print_wrapped(console, f"not every path was explored: {proof.reason}")
     if proof.verdict == PROVED:
         return
     if proof.verdict != COUNTEREXAMPLE:
@@ -117,10 +114,10 @@ def render_proof(proof: Proof, console: "Console") -> None:
         _print_refusals(proof, console)
     first = next((p for p in proof.counterexamples if replayable(p)), proof.counterexamples[0])
     console.print()
-    _print_wrapped(console, f"A witness: {point_text({**dict(first.choices), **first.witness})}", joint=", ")
-    _print_wrapped(console, first.behaviour.describe(), "  ")
+    print_wrapped(console, f"A witness: {point_text({**dict(first.choices), **first.witness})}", joint=", ")
+    print_wrapped(console, first.behaviour.describe(), "  ")
     if not replayable(first):
-        _print_wrapped(
+        print_wrapped(
             console,
             "(an exact point between two nanoseconds, the model's clock tick: `aggsim simulate` cannot be given it)",
         )
@@ -136,7 +133,7 @@ def _print_conditions(proof: Proof, console: "Console") -> None:
     for index, condition in enumerate(proof.conditions[:SHOWN_CONDITIONS]):
         console.print(f"  path {index + 1}:", highlight=False)
         for line in condition:
-            _print_wrapped(console, line, "    ", joint=" and ")
+            print_wrapped(console, line, "    ", joint=" and ")
     if broken > SHOWN_CONDITIONS:
         more = counted(broken - SHOWN_CONDITIONS, "more path")
         console.print(f"  (and {more}; --json lists them)", highlight=False)
@@ -158,8 +155,8 @@ def _print_refusals(proof: Proof, console: "Console") -> None:
         if not everywhere:
             console.print(f"  path {index + 1}:", highlight=False)
             for line in condition:
-                _print_wrapped(console, line, indent, joint=" and ")
-        _print_wrapped(console, f"e.g. at {point_text({**dict(path.choices), **path.witness})}:", indent, joint=", ")
+                print_wrapped(console, line, indent, joint=" and ")
+        print_wrapped(console, f"e.g. at {point_text({**dict(path.choices), **path.witness})}:", indent, joint=", ")
         print_paragraph(console, path.refused, indent + "  ")
     if not everywhere and refused > SHOWN_CONDITIONS:
         console.print(f"  (and {counted(refused - SHOWN_CONDITIONS, 'more path')}; --json lists them)", highlight=False)
@@ -177,8 +174,10 @@ def _path_to_json(path: PathResult) -> dict:
     }
 
 
-def _refused_aside(proof: Proof) -> str:
-    return f" ({len(proof.refusals)} refused by the model)" if proof.refusals else ""
+def path_count_line(paths: int, refused: int, behaviours: int, seconds: float, explored: str = " explored") -> str:
+    """`42 paths explored (2 refused by the model), 2 distinct behaviours, 0.2 s`: refused paths counted apart."""
+    aside = f" ({refused} refused by the model)" if refused else ""
+    return f"{counted(paths, 'path')}{explored}{aside}, {counted(behaviours, 'distinct behaviour')}, {seconds:.1f} s"
 
 
 def proof_to_json(proof: Proof) -> dict:

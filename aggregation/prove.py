@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 from google.protobuf.descriptor import FieldDescriptor
 
@@ -312,6 +312,12 @@ class PathResult:
     refused: str = ""  # the model's refusal at the witness (one line), where it refuses the whole path
 
 
+def played_behaviours(behaviours: Iterable[Behaviour]) -> int:
+    """How many different things the played paths do: what `prove` and `sweep` count. A path the model refuses to
+    play does nothing, so it is counted apart (as a refused path), never as a behaviour."""
+    return len({b for b in behaviours if not b.refusal})
+
+
 def replayable(path: PathResult) -> bool:
     """Whether `aggsim simulate` can be given the path's witness exactly: every value a whole number of nanoseconds,
     the model's clock tick (`aggregation.nanoseconds`). A region too thin for such a point (a sliver narrower than a
@@ -339,8 +345,7 @@ class Proof:
 
     @property
     def behaviours(self) -> int:
-        """How many different things the played paths do (a path the model refuses to play does nothing)."""
-        return len({p.behaviour for p in self.paths if not p.refused})
+        return played_behaviours(p.behaviour for p in self.paths)
 
     @property
     def fails_everywhere(self) -> bool:

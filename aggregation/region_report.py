@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from aggregation.explore import OUTCOMES, outcome_label
-from aggregation.proof_report import counted
+from aggregation.proof_report import path_count_line, print_wrapped
+from aggregation.prove import played_behaviours
 from aggregation.regions import RegionCell
 from aggregation.report import MEANING_STYLE
 
@@ -18,6 +19,12 @@ def _number(value) -> str:
     return f"{float(value):.6g}"
 
 
+def _counts(region_map) -> tuple[int, int, int]:
+    """(paths, refused paths, distinct behaviours), counted as `prove` counts them (`prove.played_behaviours`)."""
+    refused = sum(1 for r in region_map.regions if r.behaviour.refusal)
+    return len(region_map.regions), refused, played_behaviours(r.behaviour for r in region_map.regions)
+
+
 def render_regions(cells: Sequence[RegionCell], meaning: dict, console: "Console", plotted: bool = False) -> None:
     from rich.text import Text
 
@@ -27,17 +34,10 @@ def render_regions(cells: Sequence[RegionCell], meaning: dict, console: "Console
         console.print(f"  {interval.field} in [{_number(interval.low)}, {_number(interval.high)}]", highlight=False)
     for cell in cells:
         region_map = cell.map
-        # as `prove` counts them (`prove.Proof.behaviours`): a refused region does nothing, and is counted apart
-        behaviours = len({r.behaviour for r in region_map.regions if not r.behaviour.refusal})
-        refused = sum(1 for r in region_map.regions if r.behaviour.refusal)
-        aside = f" ({refused} refused by the model)" if refused else ""
-        console.print(
-            Text(
-                f"\n{cell.label}: {counted(len(region_map.regions), 'path')}{aside}, "
-                f"{counted(behaviours, 'behaviour')}, {region_map.seconds:.1f} s",
-                style="bold",
-            )
-        )
+        paths, refused, behaviours = _counts(region_map)
+        console.print()
+        count = path_count_line(paths, refused, behaviours, region_map.seconds, explored="")
+        print_wrapped(console, f"{cell.label}: {count}", joint=", ", style="bold")
         for outcome in OUTCOMES:
             if outcome in region_map.outcomes():
                 share = region_map.share(outcome)
@@ -64,7 +64,7 @@ def regions_to_json(cells: Sequence[RegionCell]) -> dict:
             {
                 "plugin": cell.plugin,
                 "aggregation": cell.aggregation,
-                "paths": len(cell.map.regions),
+                **dict(zip(("paths", "refused_paths", "behaviours"), _counts(cell.map))),
                 "seconds": round(cell.map.seconds, 3),
                 "bounds": {
                     o: {"low": [float(v) for v in b[0]], "high": [float(v) for v in b[1]]}

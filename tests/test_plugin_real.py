@@ -163,10 +163,13 @@ def test_stamp_is_signal_arrival_even_when_workers_take_3s_to_exit(tmp_path):
     assert abs(stamp(doc) - sent) < 0.5
 
 
-def test_worker_value_error_stays_non_recoverable_with_the_workers_stamp(tmp_path):
+def test_worker_value_error_stays_non_recoverable_with_the_workers_stamp(tmp_path, monkeypatch):
     """Unchanged: ChildFailedError with a non-recoverable first failure -> NON_RECOVERABLE, its timestamp."""
     from flyteidl.core import errors_pb2, execution_pb2
 
+    machine_tmp = tmp_path / "machine-tmp"  # the TMPDIR the pod would inherit from whoever started it
+    machine_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(machine_tmp))
     code, prefix, events, log = run_pod(tmp_path, workload("recoverable", "spawn"), AGGSIM_RAISE_ON_RANK="1")
     assert code == 0, log[-3000:]
     [(name, doc)] = error_documents(prefix)
@@ -180,11 +183,10 @@ def test_worker_value_error_stays_non_recoverable_with_the_workers_stamp(tmp_pat
     assert raised - FILE_TIME_GRAIN_SECONDS <= stamp(doc) < raised + 0.5
     model_name, model = model_container_error("worker_error {}")
     assert_same_container_error(name, doc.error, model_name, model)
-    # a pod has a /tmp of its own (`LocalPod.tmp_dir`): torch's traceback files and log directory and flytekit's
-    # engine directory are kept with the pod, not left in the machine's /tmp
-    own_tmp = tmp_path / "work" / "train-worker-0.tmp"
-    assert list(own_tmp.glob("pytorch-errorfile-*.pickle")) and list(own_tmp.glob("torchelastic_*"))
-    assert list(own_tmp.glob(f"flyte*/local_flytekit/engine_dir/{name}"))
+    # a pod has a /tmp of its own (`LocalPod.tmp_dir`): the failed worker's traceback file is kept with the pod, and
+    # nothing (flytekit's sandboxes, torch's log directory) is left in the TMPDIR it was started with
+    assert list((tmp_path / "work" / "train-worker-0.tmp").glob("pytorch-errorfile-*.pickle"))
+    assert list(machine_tmp.iterdir()) == []
 
 
 @pytest.mark.parametrize("variant", ["upstream", "recoverable"])

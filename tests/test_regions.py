@@ -171,8 +171,14 @@ def test_where_the_model_refuses_is_a_region_with_its_exact_share() -> None:
     answer = json.loads(subprocess.run(proved, capture_output=True, text=True).stdout)
     assert answer["refused_paths"] == 1 and answer["behaviours"] == 2
     paths, refused, behaviours = answer["paths"], answer["refused_paths"], answer["behaviours"]
-    said = f"{plugin} / aggregation on: {paths} paths ({refused} refused by the model), {behaviours} behaviours,"
-    assert said in " ".join(shown.stdout.split())
+    said = f"{paths} paths ({refused} refused by the model), {behaviours} distinct behaviours,"
+    assert f"{plugin} / aggregation on: {said}" in " ".join(shown.stdout.split())
+    as_json = subprocess.run([*shown.args, "--json"], capture_output=True, text=True)
+    cells = json.loads(as_json.stdout)["cells"]
+    assert [(c["paths"], c["refused_paths"], c["behaviours"]) for c in cells] == [(paths, refused, behaviours)] * 2
+    # in a pipe (80 columns) the count breaks where its parts join, never inside one
+    assert all(len(line) <= 80 for line in shown.stdout.splitlines()), shown.stdout
+    assert f"{plugin} / aggregation on: {paths} paths ({refused} refused by the model),\n" in shown.stdout
 
 
 def test_a_product_of_varied_fields_is_refused_not_drawn() -> None:
