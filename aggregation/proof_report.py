@@ -13,6 +13,7 @@ from aggregation.prove import (
     Proof,
     inside_first,
     number_text,
+    played_behaviours,
     point_text,
     replayable,
     value_text,
@@ -214,7 +215,7 @@ def proof_to_json(proof: Proof) -> dict:
             }
             for index, p in enumerate(proof.refusals)
         ],
-        "behaviour_list": sorted({p.behaviour.describe() for p in proof.paths if not p.refused}),
+        "behaviour_list": sorted({b.describe() for b in played_behaviours(p.behaviour for p in proof.paths)}),
     }
 
 

@@ -312,10 +312,10 @@ class PathResult:
     refused: str = ""  # the model's refusal at the witness (one line), where it refuses the whole path
 
 
-def played_behaviours(behaviours: Iterable[Behaviour]) -> int:
-    """How many different things the played paths do: what `prove` and `sweep` count. A path the model refuses to
-    play does nothing, so it is counted apart (as a refused path), never as a behaviour."""
-    return len({b for b in behaviours if not b.refusal})
+def played_behaviours(behaviours: Iterable[Behaviour]) -> frozenset[Behaviour]:
+    """The different things the played paths do: what `prove` and `sweep` count and list. A path the model refuses
+    to play does nothing, so it is counted apart (as a refused path), never as a behaviour."""
+    return frozenset(b for b in behaviours if not b.refusal)
 
 
 def replayable(path: PathResult) -> bool:
@@ -345,7 +345,7 @@ class Proof:
 
     @property
     def behaviours(self) -> int:
-        return played_behaviours(p.behaviour for p in self.paths)
+        return len(played_behaviours(p.behaviour for p in self.paths))
 
     @property
     def fails_everywhere(self) -> bool:

@@ -22,7 +22,7 @@ def _number(value) -> str:
 def _counts(region_map) -> tuple[int, int, int]:
     """(paths, refused paths, distinct behaviours), counted as `prove` counts them (`prove.played_behaviours`)."""
     refused = sum(1 for r in region_map.regions if r.behaviour.refusal)
-    return len(region_map.regions), refused, played_behaviours(r.behaviour for r in region_map.regions)
+    return len(region_map.regions), refused, len(played_behaviours(r.behaviour for r in region_map.regions))
 
 
 def render_regions(cells: Sequence[RegionCell], meaning: dict, console: "Console", plotted: bool = False) -> None:
