@@ -147,15 +147,31 @@ def _check_simulated(spec: ScenarioSpec) -> None:
         # from its first action on, an attempt runs at the wall's pace (`timebase`): while the run watches it, it
         # must fit in what is left of a real attempt's time once its pods have started (at worst)
         first = first_action(spec, index)
-        span = watched_until(attempt, LINGER_AFTER_VERDICT) - first.at
+        watched = watched_until(attempt, LINGER_AFTER_VERDICT)
+        span = watched - first.at
         if span > WALL_PACED_SECONDS:
             raise Unplayable(
                 f"{label}: a real run would watch it for {span:.2f} s after its first action ({first.what} at "
                 f"{_seconds(first.at)}), more than the {WALL_PACED_SECONDS:.0f} s it has for that "
                 f"({ATTEMPT_TIMEOUT:.0f} s, less {START_TIMEOUT:.0f} s for its pods to start and up to "
                 f"{MOST_LEAD:.0f} s of training first): "
-                "its delays (job.*_seconds, propeller.observation_delay_seconds) and its events' spacing decide it"
+                f"{longest_quiet_stretch(attempt.timeline, first.at, watched)}"
             )
+
+
+def longest_quiet_stretch(timeline, start: float, end: float) -> str:
+    """Where the watched window [start, end] of a simulated attempt waits longest with nothing happening: the stretch
+    the scenario's delays (`job.*_seconds`, `propeller.observation_delay_seconds`, a timing) or its events' spacing
+    made, named by the events on either side, as the timeline prints them."""
+    marks = [(start, "its first action")]
+    marks += [(e.at, f"{e.pod}: {e.describe()}") for e in timeline if start < e.at <= end]
+    marks.append((end, "the run stops watching"))  # pods linger after propeller's verdict, or have all exited
+    marks.sort(key=lambda mark: mark[0])
+    (since, before), (until, after) = max(zip(marks, marks[1:]), key=lambda pair: pair[1][0] - pair[0][0])
+    return (
+        f"its longest quiet stretch is {until - since:.2f} s, from {_seconds(since)} ({before}) to "
+        f"{_seconds(until)} ({after})"
+    )
 
 
 def run_local(spec: ScenarioSpec, work_dir: Path, start_method: Optional[str] = None) -> Execution:
