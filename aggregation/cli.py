@@ -19,7 +19,7 @@ import click
 
 from aggregation import defaults
 from aggregation.kinds import FinalPhase
-from aggregation.readers import DEFAULT, EARLIEST, STRATEGIES
+from aggregation.readers import CANONICAL_ERROR_FILE, DEFAULT, EARLIEST, STRATEGIES
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -423,7 +423,7 @@ def explain(
     try:
         store = open_prefix(prefix, timeout=timeout)
         state = NodeState(attempts, system_failures)
-        explanation = explain_prefix(store, strategy, outputs_declared, retries, state, config)
+        explanation = explain_prefix(store, strategy, outputs_declared, retries, state, config, note_unread=True)
     except (StorageError, StoreUnreachable) as e:
         _fail(str(e))
         return
@@ -431,6 +431,15 @@ def explain(
         _echo_json(explanation.to_json())
     else:
         render_explanation(explanation, _console())
+
+
+#: how many keys a note names before it counts the rest (`--json` lists them all)
+NOTE_KEYS = 5
+
+
+def _first_keys(keys: tuple[str, ...]) -> str:
+    shown = ", ".join(keys[:NOTE_KEYS])
+    return shown if len(keys) <= NOTE_KEYS else f"{shown} and {len(keys) - NOTE_KEYS} more"
 
 
 def render_explanation(explanation: Explanation, console: Console) -> None:
@@ -470,11 +479,17 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
             for header, value in zip(headers[2:], row[2:]):
                 console.print(Text.assemble(f"    {header}: ", value))
     else:
-        console.print(literal(f"{explanation.location}: no error files ({read.strategy} strategy)"))
-    if read.ignored:
-        console.print(
-            literal(f"not read (the earliest reader keeps only keys ending in .pb): {', '.join(read.ignored)}")
-        )
+        nothing = "no error files" if read.strategy == EARLIEST else f"no {CANONICAL_ERROR_FILE}"
+        console.print(literal(f"{explanation.location}: {nothing} ({read.strategy} strategy)"))
+    if explanation.not_read:
+        if read.strategy == EARLIEST:
+            why = "the earliest reader keeps only keys ending in .pb"
+        else:  # the files themselves say which reader the deployment runs
+            why = (
+                f"the default reader reads only {CANONICAL_ERROR_FILE}; pods name their files error-<uuid>.pb only "
+                "when propeller runs with aggregation on, whose reader is --strategy earliest"
+            )
+        console.print(literal(f"not read ({why}): {_first_keys(explanation.not_read)}"))
     if read.round_error:
         console.print(Text.assemble(("round error", "bold red"), ": ", literal(read.round_error)))
     else:

@@ -20,8 +20,16 @@ from aggregation.propeller import (
     node_decision,
     task_outcome,
 )
-from aggregation.readers import EARLIEST, ObservedError, ReadResult, reader_for, too_large
-from aggregation.storage import OutputPrefix, StorageError, open_prefix
+from aggregation.readers import (
+    CANONICAL_ERROR_FILE,
+    DEFAULT,
+    EARLIEST,
+    ObservedError,
+    ReadResult,
+    reader_for,
+    too_large,
+)
+from aggregation.storage import OutputPrefix, StorageError, StoreUnreachable, open_prefix
 
 OUTPUTS_FILE = "outputs.pb"
 
@@ -37,6 +45,9 @@ class Explanation:
     outcome: TaskOutcome
     decision: NodeDecision
     requests: int
+    #: the prefix's error files the reader did not read: the earliest reader's listed keys that do not end in `.pb`;
+    #: with `note_unread`, the default reader's other `error*.pb` keys (which it never lists)
+    not_read: tuple[str, ...] = ()
 
     @property
     def error(self) -> Optional[ObservedError]:
@@ -77,6 +88,7 @@ class Explanation:
             "task_phase": self.outcome.phase.value,
             "node": node,
             "object_store_requests": self.requests,
+            "not_read": list(self.not_read),
         }
 
 
@@ -102,12 +114,15 @@ def explain_prefix(
     retries: int = 0,
     state: NodeState = NodeState(),
     config: PropellerConfig = PropellerConfig(),
+    note_unread: bool = False,
 ) -> Explanation:
     """What propeller concludes if it observes the PyTorchJob Succeeded now, for this output prefix.
 
     `prefix` is a path/URL (opened with fsspec) or an `OutputPrefix` (e.g. `MemoryPrefix`).
     Raises `StorageError` only when the prefix itself cannot be opened (missing directory,
     filesystem not installed); every problem with the files inside becomes part of the verdict.
+    `note_unread`: with the default reader, also list the prefix (a request propeller does not make, counted
+    outside `requests`) for the error files that reader never reads.
     """
     store = open_prefix(prefix) if isinstance(prefix, str) else prefix
     read = reader_for(strategy, config.max_payload_bytes).read(store)
@@ -128,4 +143,24 @@ def explain_prefix(
         JobCondition.SUCCEEDED, read, outputs_declared, outputs_exist, outputs_too_large=outputs_too_large
     )
     decision = node_decision(outcome, retries, state, config)
-    return Explanation(store.location, read, outcome, decision, store.requests.total)
+    requests = store.requests.total
+    not_read = read.ignored
+    if note_unread and read.strategy == DEFAULT:
+        not_read = _other_error_files(store)
+    return Explanation(store.location, read, outcome, decision, requests, not_read)
+
+
+def _other_error_files(store: OutputPrefix) -> tuple[str, ...]:
+    """The `error*.pb` keys besides `error.pb`: what the earliest reader would read and the default one never
+    lists. Pods name their files so (`error-<uuid>.pb`) only when propeller runs with aggregation on. A listing
+    that fails leaves the note out: the verdict, reached with propeller's own requests, stands."""
+    earliest = reader_for(EARLIEST)
+    try:
+        return tuple(
+            entry.key
+            for page in store.list_pages(earliest.key_prefix)
+            for entry in page
+            if entry.key.endswith(earliest.extension) and entry.key != CANONICAL_ERROR_FILE
+        )
+    except (StorageError, StoreUnreachable):
+        return ()

@@ -77,6 +77,42 @@ def test_json_has_exactly_the_documented_keys(prefix):
     assert out["node"] == {"decision": "RETRY", "code": None, "kind": None}
 
 
+def test_explain_names_the_error_files_its_reader_never_reads(prefix):
+    """flyteplugins `remote_file_output_reader.go`: the default reader HEADs and GETs `error.pb` alone, the
+    earliest one lists `error*` and keeps `.pb` keys; `kfoperators/pytorch/pytorch.go` `BuildResource` makes pods
+    write `error-<uuid>.pb` only with aggregation on. The verdict is the reader's; the note says what it left out."""
+    prefix("error.pb", error_document_bytes(code="USER:RuntimeError", timestamp_ns=T0 + 9))
+    for index in range(7):
+        prefix(f"error-{index}.pb", error_document_bytes(code="USER:Recoverable", recoverable=True, timestamp_ns=T0))
+    prefix("error-partial.pb.tmp", b"")
+    out = explain_json(str(prefix.path), "--strategy", "default")
+    assert out["error"]["code"] == "USER:RuntimeError" and out["task_phase"] == "PERMANENT_FAILURE"
+    assert out["not_read"] == [f"error-{index}.pb" for index in range(7)]
+    assert out["object_store_requests"] == 2  # propeller's HEAD and GET of error.pb: the note's listing is not its
+    text = run("explain", str(prefix.path), "--strategy", "default")
+    assert text.exit_code == 0
+    assert (
+        "not read (the default reader reads only error.pb; pods name their files error-<uuid>.pb only when"
+        in " ".join(text.output.split())
+    )
+    assert "error-0.pb, error-1.pb, error-2.pb, error-3.pb, error-4.pb and 2 more" in " ".join(text.output.split())
+    # the earliest reader reads them all, and leaves out the key that does not end in .pb
+    out = explain_json(str(prefix.path), "--strategy", "earliest")
+    assert out["error"]["code"] == "USER:Recoverable" and out["not_read"] == ["error-partial.pb.tmp"]
+    text = run("explain", str(prefix.path), "--strategy", "earliest")
+    assert "not read (the earliest reader keeps only keys ending in .pb): error-partial.pb.tmp" in " ".join(
+        text.output.split()
+    )
+    # with nothing to leave out, no note, and the empty default read says what it did not find
+    (prefix.path / "error-partial.pb.tmp").unlink()
+    for index in range(7):
+        (prefix.path / f"error-{index}.pb").unlink()
+    assert explain_json(str(prefix.path), "--strategy", "earliest")["not_read"] == []
+    (prefix.path / "error.pb").unlink()
+    text = run("explain", str(prefix.path), "--strategy", "default")
+    assert "no error.pb (default strategy)" in " ".join(text.output.split()) and "not read" not in text.output
+
+
 def test_out_of_budget_is_retries_exhausted_of_kind_user(prefix):
     """executor.go: `RetriesExhausted|<code>`, kind USER."""
     prefix("error-a.pb", error_document_bytes(code="USER:Recoverable", recoverable=True, timestamp_ns=T0))
