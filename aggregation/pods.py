@@ -250,6 +250,7 @@ class Pod:
             self._enter(PodState.TRAINING)
             self._new_worker_group()
             self._log(What.RENDEZVOUS_DONE)
+            self.group.training_may_end()
 
     def _new_worker_group(self) -> None:
         self.workers_started = self.clock.now
@@ -508,14 +509,15 @@ class Pod:
             self._change_course(PodState.TRAINING)
             self._new_worker_group()
             self._log(What.RENDEZVOUS_DONE, reason=WORKERS_RESTARTED)
+            self.group.training_may_end()
 
-    def complete(self) -> None:
+    def complete(self, why: str = "") -> None:
         """The workers return. The agent sees it at its next look, joins the worker processes, and waits at the exit
         barrier for the other agents; until it passes the barrier a signal still stops it (torch `run`)."""
         if self.state is not PodState.TRAINING:
             return
         self._change_course(PodState.FINISHED)
-        self._log(What.TRAINING_COMPLETE)
+        self._log(What.TRAINING_COMPLETE, reason=why)
         joined = self._next_poll(self.clock.now) + self.timing.finished_worker_exit
         self._later(joined - self.clock.now, self._at_exit_barrier)
 
@@ -592,12 +594,15 @@ class SimulatedPods:
         self.in_state: dict[PodState, int] = _NO_POD.copy()
         self.collective_broken = False
         self.rendezvous_closed_by: Optional[str] = None  # the agent that closed the rendezvous (torch `shutdown`)
+        self.clock: Optional[Clock] = None  # the attempt's, from `start`
         self.checkpoint_written = False
+        self.completion_due: Optional[float] = None  # when the training ended, while some pod was not training
         self.training_completed = False
 
     # --- the interface the world uses (shared with the real pods) ---------------------------------
     def start(self, world: "Attempt") -> Clock:
         world.clock = Clock()
+        self.clock = world.clock
         spec, plugin = self.spec, plugin_for(self.spec.plugin)
         environments = job_environments(spec.pods, spec.elastic, spec.error_aggregation)
         for index, (name, env) in enumerate(environments.items()):
@@ -629,10 +634,26 @@ class SimulatedPods:
             self.checkpoint_written = True
 
     def complete(self) -> None:
+        """The training's end (a completion event, or `task.training_seconds`). Real workers read it at every step
+        and those started later at their first (`localjob/workloads.py` `due`), so it stands: with a pod not
+        training now (in its first rendezvous, or restarting its workers), the workers return once every pod
+        trains again. A pod that never does (it has failed or left) ends the job another way."""
         if self._every_pod(PodState.TRAINING):
-            self.training_completed = True
-            for pod in list(self.pods.values()):
-                pod.complete()
+            self._end_training("")
+        elif self.completion_due is None:
+            self.completion_due = self.clock.now
+
+    def training_may_end(self) -> None:
+        """Asked whenever a pod's workers (re)start: a training that ended while some pod was not training ends for
+        its workers once every pod trains (each pod trains from its own rendezvous, real workers from the last's)."""
+        if self.completion_due is not None and self._every_pod(PodState.TRAINING):
+            ended, self.completion_due = self.completion_due, None
+            self._end_training(f"the training ended at {ended:.3f}, before every pod trained")
+
+    def _end_training(self, why: str) -> None:
+        self.training_completed = True
+        for pod in list(self.pods.values()):
+            pod.complete(why)
 
     def wrote_checkpoint(self) -> bool:
         return self.checkpoint_written

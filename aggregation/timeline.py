@@ -103,6 +103,8 @@ class Event(NamedTuple):
         if what is w.CHECKPOINT:
             return "writes a checkpoint"
         if what is w.TRAINING_COMPLETE:
+            if self.reason:
+                return f"training complete: the workers return ({self.reason})"
             return "training complete: the workers return"
         if what is w.EXIT_BARRIER:
             return "agent sees its workers finished; waits at the exit barrier for the other agents"

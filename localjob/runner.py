@@ -108,8 +108,9 @@ def _check_before_training(spec: ScenarioSpec, index: int, event) -> None:
 
 
 def _check_completion(spec: ScenarioSpec, index: int, label: str) -> None:
-    """`SimulatedPods.complete` waits for every pod to train: a completion before that is ignored in the model (its
-    job runs on), while real workers would take it as they start."""
+    """A completion before every pod trains: the model's workers, like real ones, return as they start
+    (`SimulatedPods.complete`), but the runner places only a signal before the workers' first barrier (the pods'
+    start-up before it takes real time, not scenario time: `timebase.lands_in_first_rendezvous`)."""
     start, completion = barrier(spec), spec.completion_for(index)
     if completion >= start:
         return
@@ -118,8 +119,7 @@ def _check_completion(spec: ScenarioSpec, index: int, label: str) -> None:
     else:
         where = f"task.training_seconds: {label} completes at {_seconds(completion)}, before"
     raise Unplayable(
-        f"{where} every pod trains ({_seconds(start)}): the model's workers ignore it, real ones would take it as they "
-        "start"
+        f"{where} every pod trains ({_seconds(start)}): a real run places only a signal before its workers first train"
     )
 
 

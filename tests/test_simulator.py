@@ -1116,21 +1116,38 @@ def test_a_node_leaving_the_first_rendezvous_strands_its_peers():
     assert not any(e.what is What.RENDEZVOUS_DONE for e in timeline)
 
 
-def test_a_job_that_never_ends_is_still_running_not_an_invented_failure():
-    """The operator sets no condition while every pod runs (`UpdateJobStatus`), so propeller keeps waiting:
-    training 'completes' while the pods are still in their first rendezvous, and nothing else happens."""
+def test_a_training_that_ends_before_every_pod_trains_ends_as_the_last_pod_starts_to_train():
+    """The real workload (`localjob/workloads.py` `due`) reads the runner's finish command at every step, and workers
+    started after it at their first: training that ends while the pods are still in their first rendezvous ends
+    for the workers as they start (the model's pods train from their own rendezvous, so from the last one's). It
+    used to be dropped, and the job ran on for ever (STILL_RUNNING)."""
     spec = parse_scenario(
         'plugin: RECOVERABLE job { pods: "a" pods: "b" } task { retries: 2 training_seconds: 60 } '
-        "timings { rendezvous_seconds: 5 } attempts { events { at_seconds: 1 completion {} } }"
+        'timings { rendezvous_seconds: 5 } pod_timings { pod: "b" timings { rendezvous_seconds: 6 } } '
+        "attempts { events { at_seconds: 1 completion {} } }"
     )
     execution = simulate(spec)
     [attempt] = execution.attempts
-    assert execution.final_phase.value == "STILL_RUNNING"
-    assert attempt.job_condition == "Running" and attempt.decision.decision.value == "WAIT"
-    assert not any(e.what is What.JOB_TERMINAL for e in attempt.timeline) and attempt.exits == {}
+    assert execution.final_phase.value == "SUCCEEDED" and attempt.completed
+    done = [(e.at, e.pod, e.describe()) for e in attempt.timeline if e.what is What.TRAINING_COMPLETE]
+    late = "training complete: the workers return (the training ended at 1.000, before every pod trained)"
+    assert done == [(6.0, "a", late), (6.0, "b", late)]
 
 
-# --- propeller's rounds on the clock (handler.go streak / RecordSystemError / TryMutateWorkflow) ---------------
+def test_a_training_that_ends_while_the_workers_restart_ends_as_they_train_again():
+    """torch elastic `_restart_workers` after a worker error (max_restarts 1): the new workers read the finish
+    command at their first step (`localjob/workloads.py` `due`), so the training that ended during the restart's
+    rendezvous ends for them as they start. It used to be dropped, and the job ran on for ever (STILL_RUNNING)."""
+    text = (SCENARIOS / "worker_error_restarted.textproto").read_text()
+    spec = parse_scenario(text.replace("at_seconds: 10 pod", "at_seconds: 25 pod"))
+    execution = simulate(spec)
+    [attempt] = execution.attempts
+    restarted = [e.at for e in attempt.timeline if e.what is What.RENDEZVOUS_DONE and e.reason]
+    done = [e for e in attempt.timeline if e.what is What.TRAINING_COMPLETE]
+    assert restarted and min(restarted) > 30  # the completion at 30 s comes during the restart
+    assert [e.at for e in done] == [max(restarted)] * 2
+    assert all("the training ended at 30.000" in e.describe() for e in done)
+    assert execution.final_phase.value == "SUCCEEDED" and attempt.job_condition == "Succeeded"
 
 
 def rounds(execution, what):

@@ -165,8 +165,8 @@ def test_run_local_refuses_an_event_between_a_pod_s_own_rendezvous_and_every_pod
 
 
 def test_run_local_refuses_a_training_that_completes_before_every_pod_trains():
-    """`SimulatedPods.complete` waits for every pod to train: a completion before it is ignored, and the model's job
-    runs on for ever (WAIT), while real workers would take it as they start."""
+    """A completion before every pod trains ends the model's training as the last pod starts to train
+    (`SimulatedPods.complete`), as real workers would; the runner places no such action on the pods' real start-up."""
     from localjob.realpods import LocalJobError
     from localjob.runner import check_playable
 
