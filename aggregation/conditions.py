@@ -20,7 +20,15 @@ from fractions import Fraction
 from typing import Optional, Sequence
 
 from aggregation.pieces import Row, TooManyPieces, path_pieces
-from aggregation.prove import Interval, PathResult, Solver, minimal_condition, render_constraint, value_text
+from aggregation.prove import (
+    SIMPLIFYING_CHECK_MS,
+    Interval,
+    PathResult,
+    Solver,
+    minimal_condition,
+    render_constraint,
+    value_text,
+)
 
 #: pieces shown for one path before the rest are counted (the JSON's exact form has everything)
 SHOWN_PIECES = 4
@@ -84,7 +92,7 @@ def _implies(solver: Solver, premises: list, conclusions: list) -> bool:
     z3 = solver.z3
     solver.solver.push()
     solver.solver.add(*premises, z3.Not(z3.And(conclusions)))
-    implied = solver.solver.check() == z3.unsat
+    implied = solver.check() == z3.unsat
     solver.solver.pop()
     return implied
 
@@ -401,12 +409,14 @@ def _family_text(family: Family) -> str:
     return f"for ({', '.join(names)}) = {_values_text(pairs)}: "
 
 
-def condition_pieces(path: PathResult, intervals: Sequence[Interval]) -> "tuple[list[dict], bool] | None":
+def condition_pieces(
+    path: PathResult, intervals: Sequence[Interval], deadline: Optional[float] = None
+) -> "tuple[list[dict], bool] | None":
     """The path's condition as pieces (alternatives), each a dict expression -> (low, low strict, high, high
     strict) of ranges that must all hold, the witness's piece first; and whether a nanosecond stamp was relaxed.
     None when the path has too many pieces to list (`TooManyPieces`)."""
     order = {interval.field: index for index, interval in enumerate(intervals)}
-    solver = Solver(intervals, 60_000)
+    solver = Solver(intervals, SIMPLIFYING_CHECK_MS, deadline)
     bounds = {i.field: (i.low, i.high) for i in intervals}
     try:
         pieces, relaxed = path_pieces(path.constraints, bounds, solver)
@@ -451,7 +461,9 @@ def by_field(order: dict):
     return lambda item: [order[f] for f, _ in item[0]]
 
 
-def readable_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple[str, ...]:
+def readable_condition(
+    path: PathResult, intervals: Sequence[Interval], deadline: Optional[float] = None
+) -> tuple[str, ...]:
     """The path's condition, one line per family of pieces (the lines are alternatives: `or`), each a conjunction
     (`and`) of ranges of the fields (by their `short_names`), led by the choices (which pod) and, for a family of
     more than one piece, the values its parameters (n, m) take. The line holding the path's witness comes first;
@@ -459,12 +471,12 @@ def readable_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple
     names = short_names([i.field for i in intervals])
     order = {interval.field: index for index, interval in enumerate(intervals)}
     choices = " and ".join(f"{name} = {value_text(value)}" for name, value in path.choices)
-    found = condition_pieces(path, intervals)
+    found = condition_pieces(path, intervals, deadline)
     if found is None:
-        exact = tuple(render_constraint(c) for c in minimal_condition(path, intervals))
+        exact = tuple(render_constraint(c) for c in minimal_condition(path, intervals, deadline))
         return tuple(filter(None, (choices, *exact))) or ("anywhere in the box",)
     simplified, relaxed = found
-    grouped = families(Solver(intervals, 60_000), simplified)
+    grouped = families(Solver(intervals, SIMPLIFYING_CHECK_MS, deadline), simplified)
     lines = []
     for family in grouped[:SHOWN_PIECES]:
         names_of = {

@@ -110,7 +110,7 @@ def atom_values(solver: "Solver", constraints: Sequence[Constraint], atoms: Sequ
     try:
         solver.solver.add(solver.conjunction(constraints))
         while True:
-            result = solver.solver.check()
+            result = solver.check()
             if result == z3.unsat:
                 return found
             if result != z3.sat:

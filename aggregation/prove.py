@@ -366,15 +366,17 @@ class Solver:
     """z3 over the varied fields of one box: is a region (a conjunction of recorded constraints and negations of
     them) empty, and if not, an assignment in it."""
 
-    def __init__(self, intervals: Sequence[Interval], timeout_ms: int) -> None:
+    def __init__(self, intervals: Sequence[Interval], timeout_ms: int, deadline: Optional[float] = None) -> None:
         import z3
 
         self.z3 = z3
+        self.timeout_ms = max(1, timeout_ms)
+        self.deadline = deadline  # a `time.perf_counter()` past which `check` answers unknown without asking
         # a context of its own: z3's models (our witnesses) then depend only on this proof's queries
         self.ctx = z3.Context()
         self.vars = {i.field: z3.Real(i.field, self.ctx) for i in intervals}
         self.solver = z3.Solver(ctx=self.ctx)
-        self.solver.set("timeout", max(1, timeout_ms))
+        self.solver.set("timeout", self.timeout_ms)
         self._atoms: dict = {}
         self._formulas: dict = {}
         for i in intervals:
@@ -416,6 +418,16 @@ class Solver:
             self._formulas[constraint] = cached
         return cached
 
+    def check(self):
+        """z3's answer for what the solver holds, within `timeout_ms` and what is left before the deadline (past it:
+        unknown, as from a timeout; every caller reads unknown as "not shown")."""
+        if self.deadline is not None:
+            left_ms = int((self.deadline - time.perf_counter()) * 1000)
+            if left_ms <= 0:
+                return self.z3.unknown
+            self.solver.set("timeout", min(self.timeout_ms, left_ms))
+        return self.solver.check()
+
     def conjunction(self, constraints: Sequence[Constraint]):
         if not constraints:
             return self.z3.BoolVal(True, self.ctx)
@@ -431,7 +443,7 @@ class Solver:
                 self.solver.add(self.formula(constraint))
             if negated is not None:
                 self.solver.add(z3.Not(self.formula(negated)))
-            result = self.solver.check()
+            result = self.check()
             if result == z3.unsat:
                 return None
             if result != z3.sat:
@@ -609,7 +621,6 @@ def prove(
         unknown = _explore_box(whole.with_choices(combo), combo, claim, budget, paths)
         if unknown:
             break
-    seconds = budget.elapsed()
 
     def ordered(kept) -> tuple[PathResult, ...]:
         return tuple(sorted(kept, key=lambda p: inside_first(p, intervals)))
@@ -618,10 +629,13 @@ def prove(
     refusals = ordered(p for p in paths if p.refused)
     from aggregation.conditions import readable_condition  # it builds on this module's solver
 
-    conditions = tuple(readable_condition(p, intervals) for p in broken[:CONDITIONS])
-    exact = tuple(exact_condition(p, intervals) for p in broken[:CONDITIONS])
-    refused = tuple(readable_condition(p, intervals) for p in refusals[:CONDITIONS])
-    refused_exact = tuple(exact_condition(p, intervals) for p in refusals[:CONDITIONS])
+    # the conditions are read within the same budget: a check that runs out keeps a constraint as recorded (exact)
+    deadline = budget.started + budget.max_seconds
+    conditions = tuple(readable_condition(p, intervals, deadline) for p in broken[:CONDITIONS])
+    exact = tuple(exact_condition(p, intervals, deadline) for p in broken[:CONDITIONS])
+    refused = tuple(readable_condition(p, intervals, deadline) for p in refusals[:CONDITIONS])
+    refused_exact = tuple(exact_condition(p, intervals, deadline) for p in refusals[:CONDITIONS])
+    seconds = budget.elapsed()
     # a counterexample is one wherever else the model refuses; without one, a refused region leaves the claim open
     verdict = COUNTEREXAMPLE if broken else UNKNOWN if unknown or refusals else PROVED
     return Proof(
@@ -652,25 +666,35 @@ def _thin(path: PathResult, intervals: Sequence[Interval]) -> bool:
 
 
 # --- conditions people can read ---------------------------------------------------------------------------
-def minimal_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple[Constraint, ...]:
-    """The path's constraints without those the others (and the box) already imply."""
+#: one z3 check while a condition is simplified for people: past it the constraint stays as recorded (exact, only
+#: longer). A check that takes longer is rare and, measured, gives unknown at 60 s too.
+SIMPLIFYING_CHECK_MS = 5_000
+
+
+def minimal_condition(
+    path: PathResult, intervals: Sequence[Interval], deadline: Optional[float] = None
+) -> tuple[Constraint, ...]:
+    """The path's constraints without those the others (and the box) already imply (where z3 shows it in
+    `SIMPLIFYING_CHECK_MS`, before `deadline`)."""
     import z3
 
-    solver = Solver(intervals, 60_000)
+    solver = Solver(intervals, SIMPLIFYING_CHECK_MS, deadline)
     kept = list(path.constraints)
     for constraint in list(kept):
         rest = [c for c in kept if c != constraint]
         solver.solver.push()
         solver.solver.add(solver.conjunction(rest), z3.Not(solver.formula(constraint)))
-        if solver.solver.check() == z3.unsat:
+        if solver.check() == z3.unsat:
             kept = rest
         solver.solver.pop()
     return tuple(kept)
 
 
-def exact_condition(path: PathResult, intervals: Sequence[Interval]) -> tuple[str, ...]:
+def exact_condition(
+    path: PathResult, intervals: Sequence[Interval], deadline: Optional[float] = None
+) -> tuple[str, ...]:
     """The path's recorded condition, minimal, with its integer parts (floors, roundings) as they are: exact."""
-    condition = tuple(render_constraint(c) for c in minimal_condition(path, intervals))
+    condition = tuple(render_constraint(c) for c in minimal_condition(path, intervals, deadline))
     choices = tuple(f"{name} = {value_text(value)}" for name, value in path.choices)
     return choices + (condition or ("anywhere in the box",))
 

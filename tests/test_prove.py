@@ -248,6 +248,29 @@ def test_a_budget_that_runs_out_is_unknown_never_proved() -> None:
     assert proof.verdict == P.UNKNOWN and "budget" in proof.reason and len(proof.paths) == 3
 
 
+def test_conditions_are_read_within_the_budget_and_kept_as_recorded_when_it_has_run_out() -> None:
+    """`--max-seconds` bounds the whole answer, its conditions too: a z3 check past the deadline answers unknown
+    without asking (one used to run a minute after the budget was spent), and a condition not simplified in time
+    keeps every recorded constraint, which is still the path's exact condition."""
+    import time
+
+    proof = _proof(PREEMPTION, "retries", SEED_BOX, "seed-pr", True)
+    path = proof.counterexamples[0]
+    spent = time.perf_counter()  # a deadline already past
+    solver = P.Solver(proof.intervals, 60_000, deadline=spent)
+    solver.solver.add(solver.z3.BoolVal(False, solver.ctx))
+    assert solver.check() == solver.z3.unknown  # z3 would say unsat: it was not asked
+    assert P.Solver(proof.intervals, 60_000).check() == solver.z3.sat
+    simplified = P.minimal_condition(path, proof.intervals)
+    assert len(simplified) < len(path.constraints)  # the box and the other constraints imply some
+    assert P.minimal_condition(path, proof.intervals, deadline=spent) == path.constraints
+    from aggregation.conditions import readable_condition
+
+    assert readable_condition(path, proof.intervals, deadline=spent) == tuple(
+        P.render_constraint(c) for c in path.constraints
+    )
+
+
 def test_a_product_of_varied_fields_is_unknown() -> None:
     """The monitor interval multiplies a symbolic poll count (`_next_poll`): not linear, so not followed."""
     proof = _proof(
