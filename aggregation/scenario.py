@@ -232,18 +232,20 @@ class _Locator:
     def __init__(self, path: str, text: Optional[str]) -> None:
         self.path = path
         self.lines = text.splitlines() if text is not None else None
+        self._found: dict[str, list[int]] = {}  # pattern -> the line of each of its matches, in order
 
     def line_of(self, pattern: str, occurrence: int = 0) -> int:
+        """The line of the pattern's `occurrence`-th match outside comments (1 if there are fewer); each pattern's
+        lines are found once, since a check asks for every event's."""
         if self.lines is None:
             return 0
-        regex = re.compile(pattern)
-        seen = 0
-        for number, line in enumerate(self.lines, start=1):
-            for _ in regex.finditer(line.split("#", 1)[0]):
-                if seen == occurrence:
-                    return number
-                seen += 1
-        return 1
+        found = self._found.get(pattern)
+        if found is None:
+            regex = re.compile(pattern)
+            found = self._found[pattern] = [
+                number for number, line in enumerate(self.lines, start=1) for _ in regex.finditer(line.split("#", 1)[0])
+            ]
+        return found[occurrence] if occurrence < len(found) else 1
 
     def error(self, line: int, field_path: str, problem: str) -> ScenarioError:
         where = f"{self.path}:{line}" if line else f"{self.path} (as varied)"
@@ -526,13 +528,23 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         message.timings,
     )
     timings = {pod: base for pod in pods}
+    overridden: dict[str, int] = {}
     for index, override in enumerate(message.pod_timings):
+        pattern = rf'pod:\s*"{re.escape(override.pod)}"'
         if override.pod not in timings:
             raise where.error(
-                where.line_of(rf'pod:\s*"{re.escape(override.pod)}"'),
+                where.line_of(pattern),
                 f"pod_timings[{index}].pod",
                 f"unknown pod {override.pod!r} (pods: {', '.join(pods)})",
             )
+        if override.pod in overridden:  # one entry would silently replace the other's timings
+            raise where.error(
+                where.line_of(pattern, 1),
+                f"pod_timings[{index}].pod",
+                f"duplicate pod {override.pod!r} (pod_timings[{overridden[override.pod]}] sets its timings too: "
+                "put them in one entry)",
+            )
+        overridden[override.pod] = index
         timings[override.pod] = _timing(base, override.timings)
 
     attempts, map_orders = [], []

@@ -1045,6 +1045,34 @@ def test_inconsistent_scenarios_name_file_line_and_field(events, job, timings, m
     assert line > 1
 
 
+def test_a_pod_s_timings_are_set_in_one_pod_timings_entry():
+    """Two entries for one pod: the second replaced the first's timings without a word (an upload of 5 s played as
+    0.05 s); it is a one-line error naming the entry and the line, as a duplicate in `job.pods` is."""
+    text = (
+        'plugin: RECOVERABLE job { pods: "a" pods: "b" }\n'
+        'pod_timings { pod: "b" timings { upload_seconds: 5 } }\n'
+        'pod_timings { pod: "b" timings { exit_seconds: 0.7 } }\n'
+    )
+    with pytest.raises(ScenarioError) as raised:
+        parse_scenario(text, "t.textproto")
+    assert str(raised.value) == (
+        "t.textproto:3: pod_timings[1].pod: duplicate pod 'b' (pod_timings[0] sets its timings too: put them in one "
+        "entry)"
+    )
+    together = 'pod_timings { pod: "b" timings { upload_seconds: 5 exit_seconds: 0.7 } }'
+    spec = parse_scenario(text.split("\n")[0] + "\n" + together, "t.textproto")
+    assert (spec.timings["b"].upload, spec.timings["b"].exit) == (5, 0.7)
+
+
+def test_the_line_of_each_of_many_events_is_found_once():
+    """An error in the last of 5,000 events names its own line (the lines of a field are found once per check: a
+    check used to scan the whole text for every event, and 20,000 events took minutes)."""
+    events = "".join(f"  events {{ at_seconds: {3 + i % 50} checkpoint {{}} }}\n" for i in range(5000))
+    text = f'plugin: RECOVERABLE job {{ pods: "a" }}\nattempts {{\n{events}  events {{ at_seconds: 4 }}\n}}\n'
+    with pytest.raises(ScenarioError, match=r"^t.textproto:5003: attempts\[0\].events\[5000\]: missing: one of"):
+        parse_scenario(text, "t.textproto")
+
+
 def test_unknown_plugin_variant_and_missing_plugin():
     with pytest.raises(ScenarioError, match=r"t.textproto:2:.*PluginVariant.*RECOVERABEL"):
         parse_scenario('\nplugin: RECOVERABEL\njob { pods: "a" }', "t.textproto")
