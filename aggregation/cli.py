@@ -281,10 +281,21 @@ def _quiet_store_loggers(location: str) -> None:
 #: Flyte's own integer type for retries and attempt counters (core.RetryStrategy.retries, NodeStatus.Attempts)
 UINT32 = click.IntRange(0, 2**32 - 1)
 
+
+class LocalPath(click.Path):
+    """`click.Path`, refusing a NUL byte as a usage error: the OS cannot name such a file, and `os.stat` raises
+    ValueError, not OSError, on one (only a caller in this process can pass it: argv cannot hold one)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and "\x00" in value:
+            self.fail(f"{value!r}: a file name cannot hold a NUL byte", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 TIMINGS_PROFILE_OPTION = click.option(
     "--timings-profile",
     "profile_path",
-    type=click.Path(dir_okay=False),
+    type=LocalPath(dir_okay=False),
     metavar="FILE",
     help="pod timings measured by `aggsim calibrate --profile FILE`: their medians become the defaults",
 )
@@ -306,7 +317,7 @@ PROPELLER_CONFIG_OPTION = click.option(
     "--propeller-config",
     "config_files",
     multiple=True,
-    type=click.Path(dir_okay=False),
+    type=LocalPath(dir_okay=False),
     metavar="FILE",
     help="the deployment's propeller/flyte configuration YAML (repeatable; later files win)",
 )
@@ -653,7 +664,7 @@ def _deployment(config_files):
 @click.option(
     "--plot",
     "plot_path",
-    type=click.Path(dir_okay=False),
+    type=LocalPath(dir_okay=False),
     help="also draw the per-pod timeline to this file (.png, .svg, .pdf...)",
 )
 @click.option(
@@ -719,13 +730,13 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, con
 @click.option(
     "--out",
     "out_path",
-    type=click.Path(dir_okay=False),
+    type=LocalPath(dir_okay=False),
     help="also write one row per case (assignment x plugin x aggregation) with its outcome: .csv or .jsonl",
 )
 @click.option(
     "--plot",
     "plot_path",
-    type=click.Path(dir_okay=False),
+    type=LocalPath(dir_okay=False),
     help="also draw the outcomes to this file (.png, .svg, .pdf...): a heat map, or the exact regions",
 )
 @budget_options("refuse (exact region maps only; per plugin x aggregation cell)")
@@ -950,7 +961,7 @@ def _explain_real_failure(run_dir, attempt=None) -> None:
 @click.option("--plugin", type=click.Choice(["upstream", "recoverable"]), help="override the scenario's plugin")
 @click.option(
     "--work-dir",
-    type=click.Path(file_okay=False),
+    type=LocalPath(file_okay=False),
     help="the run's files go here, and stay (default: a temp dir, kept only if the run disagrees or fails)",
 )
 @click.option("--force", is_flag=True, help="empty a --work-dir that holds an earlier run's files")
@@ -1036,13 +1047,13 @@ def run_local(scenario_path, plugin, work_dir, force, keep, as_json, profile_pat
     help="report: a preempted pod's report (one pod per run); worker-group: workers failing and finishing "
     "(two 2-pod jobs per run); all: both",
 )
-@click.option("--work-dir", type=click.Path(file_okay=False), help="keep the runs' files here (default: a temp dir)")
+@click.option("--work-dir", type=LocalPath(file_okay=False), help="keep the runs' files here (default: a temp dir)")
 @click.option("--force", is_flag=True, help="empty a --work-dir that holds earlier files")
 @click.option("--json", "as_json", is_flag=True, help="every run's moments and each phase's quantiles")
 @click.option(
     "--profile",
     "profile_path",
-    type=click.Path(dir_okay=False),
+    type=LocalPath(dir_okay=False),
     metavar="FILE",
     help="write the phases into this timings profile (an existing one keeps its other phases)",
 )

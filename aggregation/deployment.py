@@ -129,7 +129,7 @@ def load_deployment(paths: Sequence[str]) -> Deployment:
         try:
             with open(path, encoding="utf-8") as handle:
                 text = handle.read(defaults.MAX_CONFIG_BYTES + 1)
-        except (OSError, UnicodeDecodeError) as e:
+        except (OSError, ValueError) as e:  # ValueError: not UTF-8, or a NUL in the path
             raise DeploymentConfigError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
         if len(text) > defaults.MAX_CONFIG_BYTES:
             raise DeploymentConfigError(f"{path}: larger than {defaults.MAX_CONFIG_BYTES} bytes: not a config file")

@@ -58,6 +58,8 @@ def assert_contract(result, args) -> None:
 
 @FUZZ
 @given(st.sampled_from(["explain", "validate", "simulate", "sweep"]), st.lists(TOKENS, max_size=6))
+@example(command="explain", tokens=["--propeller-config", "\x00"])  # os.stat raised ValueError: an internal error
+@example(command="sweep", tokens=["--timings-profile", "a\x00b"])
 def test_any_argv_for_the_model_commands(tmp_path, command, tokens):
     args = [command, *tokens]
     if command == "sweep":
