@@ -423,7 +423,9 @@ def explain(
     if _given_on_command_line("ignore_retry_cause") or "ignore_retry_cause" not in deployment.values:
         config = replace(config, ignore_retry_cause=ignore_retry_cause)
     if max_download_mb is not None:
-        config = replace(config, max_payload_bytes=max_download_mb * 1024 * 1024)
+        from aggregation.propeller import payload_limit
+
+        config = replace(config, max_payload_bytes=payload_limit(max_download_mb))
     if not _given_on_command_line("strategy") and deployment.error_aggregation is not None:
         strategy = EARLIEST if deployment.error_aggregation else DEFAULT
     from aggregation.explain import explain_prefix

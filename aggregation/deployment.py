@@ -26,9 +26,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
 from aggregation import defaults
-from aggregation.propeller import PropellerConfig
+from aggregation.propeller import PropellerConfig, payload_limit
 
-MIB = 1024 * 1024
 INT32 = (-(1 << 31), (1 << 31) - 1)
 INT64 = (-(1 << 63), (1 << 63) - 1)
 
@@ -64,7 +63,7 @@ class Deployment:
         (`getMaxPayloadSize`: the reader is built with 0, so the limit is exactly maxDownloadMBs MiB)."""
         changes = {k: v for k, v in self.values.items() if k not in ("error_aggregation", "max_download_mbs")}
         if "max_download_mbs" in self.values:
-            changes["max_payload_bytes"] = self.values["max_download_mbs"] * MIB
+            changes["max_payload_bytes"] = payload_limit(self.values["max_download_mbs"])
         return replace(base, **changes)
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from aggregation import defaults
+from aggregation.gotime import wrap_int64
 from aggregation.kinds import JobCondition
 from aggregation.readers import ObservedError, ReadResult
 
@@ -46,6 +47,17 @@ class TaskOutcome:
 
 #: the largest uint32: FailedAttempts (a uint32) can never exceed it, so at this limit rounds never abort
 UINT32_MAX = (1 << 32) - 1
+MIB = 1024 * 1024
+
+
+def payload_limit(max_download_mbs: int) -> int:
+    """The error reader's size limit for `storage.limits.maxDownloadMBs`: flyteplugins `ioutils/
+    remote_file_output_reader.go` `getMaxPayloadSize` (the reader is built with 0) takes `GetLimitMegabytes * 1024 *
+    1024`, an int64 product that wraps as Go's does: past 8,796,093,022,207 MB the limit is negative or 0, and every
+    non-empty error file is too large (0 MB is a limit of 0 bytes too, not "no limit")."""
+    return wrap_int64(max_download_mbs * MIB)
+
+
 #: why failing rounds never abort at that limit: said in the timeline and in the reason the node keeps running
 NEVER_ABORTS = "max-workflow-retries is uint32's largest (-1), which the workflow's FailedAttempts never exceeds"
 
@@ -179,10 +191,11 @@ def is_eligible_for_retry(
         current = state.system_failures
         maximum = config.system_failure_limit
         return current < maximum, current, maximum
+    # NodeStatus' counters are uint32: `GetAttempts() + 1` and the subtraction wrap as Go's do
     if config.ignore_retry_cause:
-        current = state.attempts + 1
+        current = (state.attempts + 1) & UINT32_MAX
     else:
-        current = state.attempts + 1 - state.system_failures
+        current = (((state.attempts + 1) & UINT32_MAX) - state.system_failures) & UINT32_MAX
     maximum = max_attempts_for(retries, config)
     return current < maximum, current, maximum
 
@@ -236,7 +249,10 @@ def node_decision(
     system = 1 if error.kind == "SYSTEM" else 0
     return NodeDecision(
         Decision.RETRY,
-        next_state=NodeState(attempts=state.attempts + 1, system_failures=state.system_failures + system),
+        # `IncrementAttempts`, `IncrementSystemFailures`: uint32 counters
+        next_state=NodeState(
+            attempts=(state.attempts + 1) & UINT32_MAX, system_failures=(state.system_failures + system) & UINT32_MAX
+        ),
         current_attempt=current,
         max_attempts=maximum,
     )

@@ -20,7 +20,7 @@ from google.protobuf import text_format
 from aggregation import defaults
 from aggregation.kinds import CleanPodPolicy, PluginVariant, ReplicaMapOrder
 from aggregation.nanoseconds import PER_SECOND
-from aggregation.propeller import PropellerConfig
+from aggregation.propeller import PropellerConfig, payload_limit
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 
 #: the scenario schema's enum value for each plugin variant
@@ -220,7 +220,7 @@ def _propeller_config(propeller: pb.Propeller) -> PropellerConfig:
         if propeller.HasField(proto_name):
             values[attribute] = getattr(propeller, proto_name)
     if propeller.HasField("max_download_mbs"):
-        values["max_payload_bytes"] = propeller.max_download_mbs * 1024 * 1024
+        values["max_payload_bytes"] = payload_limit(propeller.max_download_mbs)
     return PropellerConfig(ignore_retry_cause=propeller.ignore_retry_cause, **values)
 
 
@@ -364,7 +364,7 @@ def _value_problem(descriptor, value) -> Optional[str]:
         if name.endswith("_seconds") and abs(value) > defaults.MAX_SCENARIO_SECONDS:
             return f"{value:g} s is beyond the {defaults.MAX_SCENARIO_SECONDS:g} s a scenario may span"
     elif name == "max_download_mbs" and value < 0:
-        return f"must be >= 0 (0: no limit), got {value}"
+        return f"must be >= 0, got {value}"
     elif name == "nproc_per_node" and value > defaults.MAX_NPROC_PER_NODE:
         return f"{value} workers per pod is more than the model plays (at most {defaults.MAX_NPROC_PER_NODE})"
     return None

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import pytest
 
+from aggregation.documents import error_document_bytes
+from aggregation.explain import explain_prefix
 from aggregation.propeller import (
     Decision,
     JobCondition,
@@ -19,11 +21,13 @@ from aggregation.propeller import (
     PropellerConfig,
     TaskPhase,
     node_decision,
+    payload_limit,
     resume_checkpoint,
     runs_on_interruptible,
     task_outcome,
 )
 from aggregation.readers import ObservedError, ReadResult
+from aggregation.storage import MemoryPrefix
 
 USER_RECOVERABLE = ObservedError("USER:Recoverable", "preempted", "USER", True, 1, "w0", "error-a.pb")
 USER_FATAL = ObservedError("USER:ValueError", "bug", "USER", False, 1, "w0", "error-a.pb")
@@ -242,6 +246,35 @@ def test_negative_node_settings_wrap_as_go_s_uint32():
     assert runs_on_interruptible(NodeState(1, 0), True, 2, ignoring) is True
     # -1 system retries: uint32 max + 1 wraps to 0, and 0 - uint32(1) to uint32 max: on spot for ever too
     assert runs_on_interruptible(NodeState(7, 7), True, 0, endless_system) is True
+
+
+def test_the_node_s_uint32_counters_wrap_as_go_s():
+    """nodes/executor.go `isEligibleForRetry`: `currentAttempt = (GetAttempts() + 1) - GetSystemFailures()` in
+    uint32, so at Attempts = 2**32 - 1 the sum wraps to 0 and the node is eligible again; `IncrementAttempts`
+    wraps the counter to 0 too."""
+    last = 2**32 - 1
+    user = retryable(USER_RECOVERABLE)
+    decision = node_decision(user, retries=2, state=NodeState(last, 0))
+    assert (decision.decision, decision.current_attempt) == (Decision.RETRY, 0)
+    assert decision.next_state == NodeState(0, 0)
+    # with system failures, 0 - SystemFailures wraps to nearly 2**32: out of budget
+    decision = node_decision(user, retries=2, state=NodeState(last, 3))
+    assert (decision.decision, decision.current_attempt) == (Decision.FAIL, 2**32 - 3)
+    ignoring = PropellerConfig(ignore_retry_cause=True)
+    assert node_decision(user, retries=2, state=NodeState(last, 3), config=ignoring).decision is Decision.RETRY
+
+
+@pytest.mark.parametrize(
+    "megabytes, limit",
+    [(2, 2 * 2**20), (0, 0), (2**43 - 1, (2**43 - 1) * 2**20), (2**43, -(2**63)), (2**44, 0), (2**63 - 1, -(2**20))],
+)
+def test_the_payload_limit_is_go_s_int64_product(megabytes, limit):
+    """ioutils/remote_file_output_reader.go `getMaxPayloadSize`: `GetLimitMegabytes * 1024 * 1024` in int64, so a
+    huge maxDownloadMBs wraps to a negative or zero limit and every non-empty error file is too large."""
+    assert payload_limit(megabytes) == limit
+    prefix = MemoryPrefix([("error-a.pb", error_document_bytes(code="USER:X", worker="a"))])
+    explanation = explain_prefix(prefix, config=PropellerConfig(max_payload_bytes=payload_limit(megabytes)))
+    assert (explanation.outcome.phase is TaskPhase.ROUND_FAILED) == (limit < 2**20)
 
 
 def test_next_attempt_resumes_from_the_previous_attempts_checkpoint_only():
