@@ -313,6 +313,12 @@ def _scenario_source(scenario_path: str, profile_path: str | None):
     return source.with_profile(read_profile(profile_path))
 
 
+MAX_DOWNLOAD_MB_OPTION = click.option(
+    "--max-download-mb",
+    type=click.IntRange(0, 2**63 - 1),
+    help=f"storage.limits.maxDownloadMBs: the error-file size limit [default: {defaults.MAX_DOWNLOAD_MBS}]",
+)
+
 PROPELLER_CONFIG_OPTION = click.option(
     "--propeller-config",
     "config_files",
@@ -387,11 +393,7 @@ def budget_options(then: str):
     help="propeller's max-node-retries-system-failures",
 )
 @click.option("--ignore-retry-cause", is_flag=True, help="propeller's ignore-retry-cause")
-@click.option(
-    "--max-download-mb",
-    type=click.IntRange(0, 2**63 - 1),
-    help=f"storage.limits.maxDownloadMBs: the error-file size limit [default: {defaults.MAX_DOWNLOAD_MBS}]",
-)
+@MAX_DOWNLOAD_MB_OPTION
 @PROPELLER_CONFIG_OPTION
 @TIMEOUT_OPTION
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object (on one line when piped)")
@@ -521,21 +523,29 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
 @click.argument("targets", nargs=-1, required=True, metavar="FILE_OR_PREFIX...")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @click.option("--allow-empty", is_flag=True, help="pass when there are no error files (else that fails: exit 1)")
+@MAX_DOWNLOAD_MB_OPTION
+@PROPELLER_CONFIG_OPTION
 @TIMEOUT_OPTION
-def validate(targets, as_json, allow_empty, timeout) -> None:
+def validate(targets, as_json, allow_empty, max_download_mb, config_files, timeout) -> None:
     """Lint error files (or every error* key of a prefix) against what correct aggregation needs.
 
     Exit 0 when every file passes, 1 when any fails or there is none (unless --allow-empty), 2 when a path
-    cannot be opened. A prefix without error files is what upstream's plugin leaves after a preemption.
+    cannot be opened. The size limit is --max-download-mb, else the deployment's (--propeller-config), else
+    propeller's default. A prefix without error files is what upstream's plugin leaves after a preemption.
     """
     from aggregation.storage import StorageError, StoreUnreachable
 
+    limit = _deployment(config_files).propeller_config().max_payload_bytes
+    if max_download_mb is not None:
+        from aggregation.propeller import payload_limit
+
+        limit = payload_limit(max_download_mb)
     for target in targets:
         _quiet_store_loggers(target)
     reports = []
     for target in targets:
         try:
-            reports.extend(_validate_target(target, timeout))
+            reports.extend(_validate_target(target, timeout, limit))
         except (StorageError, StoreUnreachable) as e:
             _fail(str(e))
     if as_json:
@@ -578,7 +588,7 @@ def _finding_line(text: str) -> str:
     return textwrap.fill(text, width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
 
 
-def _validate_target(target: str, timeout: float):
+def _validate_target(target: str, timeout: float, max_payload_bytes: int):
     import os
 
     from aggregation.storage import FsspecPrefix, LocalPrefix, open_prefix
@@ -588,15 +598,15 @@ def _validate_target(target: str, timeout: float):
     if local is not None and os.path.isfile(local):
         try:
             with open(local, "rb") as f:
-                return [report_for_file(target, f.read())]
+                return [report_for_file(target, f.read(), max_payload_bytes=max_payload_bytes)]
         except OSError as e:
             return [report_for_file(target, None, f"cannot read: {e.strerror}")]
     prefix = open_prefix(target, timeout=timeout)
     if isinstance(prefix, FsspecPrefix) and not isinstance(prefix, LocalPrefix):
         data = prefix.whole_object()
         if data is not None:
-            return [report_for_file(target, data)]
-    return validate_prefix(prefix)
+            return [report_for_file(target, data, max_payload_bytes=max_payload_bytes)]
+    return validate_prefix(prefix, max_payload_bytes)
 
 
 def _check_plot_path(plot_path: str) -> None:

@@ -79,6 +79,16 @@ def check_document(name: str, data: bytes, max_payload_bytes: int = DEFAULT_MAX_
                 "`timestamp` is unset: it reads as the epoch and beats every other file under the earliest strategy",
             )
         )
+    elif not _valid_timestamp(error.timestamp):
+        seconds, nanos = error.timestamp.seconds, error.timestamp.nanos
+        findings.append(
+            Finding(
+                "timestamp",
+                f"`timestamp` ({seconds} s, {nanos} ns) is not a valid Timestamp (years 1-9999, nanos in "
+                "[0, 1e9)): flytekit never writes one (milliseconds written as seconds?), and the earliest reader "
+                "still orders it, as Go's AsTime() reads it",
+            )
+        )
     if base.startswith("error-") and not error.worker:
         findings.append(Finding("worker", "`worker` is empty in a per-worker file (error-*.pb): set _F_WN"))
     if error.kind not in errors_pb2.ContainerError.Kind.values():
@@ -91,6 +101,16 @@ def check_document(name: str, data: bytes, max_payload_bytes: int = DEFAULT_MAX_
     elif error.code.startswith("SYSTEM") and origin != "SYSTEM":
         findings.append(Finding("origin", f"code {error.code!r} is a system error but `origin` is {origin}"))
     return findings
+
+
+#: google.protobuf.Timestamp's valid seconds: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z (`timestamp.proto`;
+#: protobuf-go `timestamppb.CheckValid`)
+TIMESTAMP_SECONDS = (-62_135_596_800, 253_402_300_799)
+
+
+def _valid_timestamp(timestamp) -> bool:
+    low, high = TIMESTAMP_SECONDS
+    return low <= timestamp.seconds <= high and 0 <= timestamp.nanos < 1_000_000_000
 
 
 def validate_prefix(prefix: OutputPrefix, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> list[FileReport]:
@@ -111,7 +131,9 @@ def validate_object(prefix: OutputPrefix, key: str, max_payload_bytes: int = DEF
     return FileReport(location, tuple(check_document(key, data, max_payload_bytes)))
 
 
-def report_for_file(path: str, data: Optional[bytes], error: Optional[str] = None) -> FileReport:
+def report_for_file(
+    path: str, data: Optional[bytes], error: Optional[str] = None, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+) -> FileReport:
     if data is None:
         return FileReport(path, (Finding("read", error or "unreadable"),))
-    return FileReport(path, tuple(check_document(posixpath.basename(path), data)))
+    return FileReport(path, tuple(check_document(posixpath.basename(path), data, max_payload_bytes)))

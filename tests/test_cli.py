@@ -302,6 +302,51 @@ def test_validate_passes_what_the_plugin_writes_and_flags_each_problem(prefix):
     assert all(": " in line for line in text)
 
 
+@pytest.mark.parametrize(
+    "seconds, nanos, valid",
+    [
+        (1_764_477_731, 0, True),
+        (-62_135_596_800, 0, True),  # 0001-01-01T00:00:00Z
+        (253_402_300_799, 999_999_999, True),  # 9999-12-31T23:59:59.999999999Z
+        (1_764_477_731_000, 0, False),  # milliseconds written as seconds: year 57,883
+        (-62_135_596_801, 0, False),
+        (1_764_477_731, -1, False),
+        (1_764_477_731, 1_000_000_000, False),
+    ],
+)
+def test_validate_flags_a_timestamp_no_valid_timestamp_can_hold(prefix, seconds, nanos, valid):
+    """protobuf `timestamp.proto` (protobuf-go `timestamppb.CheckValid`): years 1-9999, nanos in [0, 1e9). flytekit
+    never writes another, while propeller's earliest reader orders any (`AsTime`), so such a file can win."""
+    document = errors_pb2.ErrorDocument.FromString(
+        error_document_bytes(code="USER:X", message="m", timestamp_ns=T0, worker="w")
+    )
+    document.error.timestamp.seconds, document.error.timestamp.nanos = seconds, nanos
+    path = prefix("error-a.pb", document.SerializeToString())
+    result = run("validate", str(path), "--json")
+    findings = json.loads(result.output)["files"][0]["findings"]
+    assert (result.exit_code, [f["check"] for f in findings]) == ((0, []) if valid else (1, ["timestamp"]))
+    if not valid:
+        assert f"({seconds} s, {nanos} ns) is not a valid Timestamp" in findings[0]["message"]
+
+
+def test_validate_takes_the_size_limit_from_the_flag_or_the_deployment(prefix):
+    """The payload limit is `storage.limits.maxDownloadMBs` (flyteplugins `getMaxPayloadSize`), as for `explain`:
+    a 3 MiB file fails the default 2 MiB and passes the example deployment's 10; the flag wins over the file."""
+    path = prefix(
+        "error-a.pb", error_document_bytes(code="USER:X", message="m" * (3 * 2**20), timestamp_ns=T0, worker="w")
+    )
+    config = str(Path(__file__).parents[1] / "examples" / "propeller-config.yaml")
+    failed = run("validate", str(path))
+    assert failed.exit_code == 1 and "over the 2097152-byte payload limit" in failed.output
+    assert run("validate", str(prefix.path), "--propeller-config", config).exit_code == 0
+    assert run("validate", str(path), "--max-download-mb", "4").exit_code == 0
+    overridden = run("validate", str(prefix.path), "--propeller-config", config, "--max-download-mb", "3")
+    assert overridden.exit_code == 1 and "over the 3145728-byte payload limit" in overridden.output
+    # the explain of the same files agrees
+    assert explain_json(str(prefix.path), "--propeller-config", config)["task_phase"] == "PERMANENT_FAILURE"
+    assert explain_json(str(prefix.path), "--max-download-mb", "3")["task_phase"] == "ROUND_FAILED"
+
+
 def test_version_names_ours_and_the_upstream_releases_it_models():
     result = subprocess.run([AGGSIM, "--version"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
