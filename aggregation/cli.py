@@ -499,11 +499,13 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
     if explanation.not_read:
         if read.strategy == EARLIEST:
             why = "the earliest reader keeps only keys ending in .pb"
-        else:  # the files themselves say which reader the deployment runs
-            why = (
-                f"the default reader reads only {CANONICAL_ERROR_FILE}; pods name their files error-<uuid>.pb only "
-                "when propeller runs with aggregation on, whose reader is --strategy earliest"
-            )
+        else:
+            why = f"the default reader reads only {CANONICAL_ERROR_FILE}"
+            if any(key.startswith("error-") for key in explanation.not_read):  # they say which reader it runs
+                why += (
+                    "; pods name their files error-<uuid>.pb only when propeller runs with aggregation on, whose "
+                    "reader is --strategy earliest"
+                )
         console.print(literal(f"not read ({why}): {_first_keys(explanation.not_read)}"))
     if read.round_error:
         console.print(Text.assemble(("round error", "bold red"), ": ", literal(read.round_error)))

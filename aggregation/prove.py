@@ -629,8 +629,10 @@ def prove(
     refusals = ordered(p for p in paths if p.refused)
     from aggregation.conditions import readable_condition  # it builds on this module's solver
 
-    # the conditions are read within the same budget: a check that runs out keeps a constraint as recorded (exact)
-    deadline = budget.started + budget.max_seconds
+    # the conditions are simplified within what is left of the budget, or SIMPLIFYING_SECONDS when less is left (a
+    # box explored until the budget ran out still reads as ranges); a check that runs out keeps its constraint as
+    # recorded, so a condition may read longer, never wrong
+    deadline = max(budget.started + budget.max_seconds, time.perf_counter() + SIMPLIFYING_SECONDS)
     conditions = tuple(readable_condition(p, intervals, deadline) for p in broken[:CONDITIONS])
     exact = tuple(exact_condition(p, intervals, deadline) for p in broken[:CONDITIONS])
     refused = tuple(readable_condition(p, intervals, deadline) for p in refusals[:CONDITIONS])
@@ -669,6 +671,8 @@ def _thin(path: PathResult, intervals: Sequence[Interval]) -> bool:
 #: one z3 check while a condition is simplified for people: past it the constraint stays as recorded (exact, only
 #: longer). A check that takes longer is rare and, measured, gives unknown at 60 s too.
 SIMPLIFYING_CHECK_MS = 5_000
+#: the least time the conditions get to be simplified, however much of the budget the exploration used
+SIMPLIFYING_SECONDS = 5.0
 
 
 def minimal_condition(

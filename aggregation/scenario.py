@@ -530,16 +530,16 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
     timings = {pod: base for pod in pods}
     overridden: dict[str, int] = {}
     for index, override in enumerate(message.pod_timings):
-        pattern = rf'pod:\s*"{re.escape(override.pod)}"'
+        line = where.line_of(r"\bpod_timings\b", index)  # the entry's own line (an event may name the pod too)
         if override.pod not in timings:
             raise where.error(
-                where.line_of(pattern),
+                line,
                 f"pod_timings[{index}].pod",
                 f"unknown pod {override.pod!r} (pods: {', '.join(pods)})",
             )
         if override.pod in overridden:  # one entry would silently replace the other's timings
             raise where.error(
-                where.line_of(pattern, 1),
+                line,
                 f"pod_timings[{index}].pod",
                 f"duplicate pod {override.pod!r} (pod_timings[{overridden[override.pod]}] sets its timings too: "
                 "put them in one entry)",

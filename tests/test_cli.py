@@ -96,6 +96,12 @@ def test_explain_names_the_error_files_its_reader_never_reads(prefix):
         in " ".join(text.output.split())
     )
     assert "error-0.pb, error-1.pb, error-2.pb, error-3.pb, error-4.pb and 2 more" in " ".join(text.output.split())
+    # other keys are left out too; only error-<uuid>.pb names say what the deployment runs
+    other = prefix.path / "other"
+    other.mkdir()
+    (other / "error_old.pb").write_bytes(b"")
+    text = run("explain", str(other), "--strategy", "default")
+    assert "not read (the default reader reads only error.pb): error_old.pb" in " ".join(text.output.split())
     # the earliest reader reads them all, and leaves out the key that does not end in .pb
     out = explain_json(str(prefix.path), "--strategy", "earliest")
     assert out["error"]["code"] == "USER:Recoverable" and out["not_read"] == ["error-partial.pb.tmp"]

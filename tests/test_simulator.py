@@ -1059,14 +1059,23 @@ def test_a_pod_s_timings_are_set_in_one_pod_timings_entry():
         "t.textproto:3: pod_timings[1].pod: duplicate pod 'b' (pod_timings[0] sets its timings too: put them in one "
         "entry)"
     )
+    # the entry's own line, though an event names the pod first
+    events_first = text.replace("\n", '\nattempts { events { at_seconds: 9 pod: "b" preemption {} } }\n', 1)
+    with pytest.raises(ScenarioError, match=r"^t.textproto:4: pod_timings\[1\].pod: duplicate pod 'b'"):
+        parse_scenario(events_first, "t.textproto")
+    with pytest.raises(ScenarioError, match=r"^t.textproto:4: pod_timings\[1\].pod: unknown pod 'c'"):
+        parse_scenario(
+            events_first.replace('pod_timings { pod: "b" timings { exit', 'pod_timings { pod: "c" timings { exit'),
+            "t.textproto",
+        )
     together = 'pod_timings { pod: "b" timings { upload_seconds: 5 exit_seconds: 0.7 } }'
     spec = parse_scenario(text.split("\n")[0] + "\n" + together, "t.textproto")
     assert (spec.timings["b"].upload, spec.timings["b"].exit) == (5, 0.7)
 
 
-def test_the_line_of_each_of_many_events_is_found_once():
-    """An error in the last of 5,000 events names its own line (the lines of a field are found once per check: a
-    check used to scan the whole text for every event, and 20,000 events took minutes)."""
+def test_an_error_in_the_last_of_many_events_names_its_own_line():
+    """Each field's lines are found once per check (`scenario._Locator`, which used to scan the whole text for every
+    event, so 20,000 events took minutes): the cached lines must still name the right occurrence."""
     events = "".join(f"  events {{ at_seconds: {3 + i % 50} checkpoint {{}} }}\n" for i in range(5000))
     text = f'plugin: RECOVERABLE job {{ pods: "a" }}\nattempts {{\n{events}  events {{ at_seconds: 4 }}\n}}\n'
     with pytest.raises(ScenarioError, match=r"^t.textproto:5003: attempts\[0\].events\[5000\]: missing: one of"):
@@ -1176,6 +1185,9 @@ def test_a_training_that_ends_while_the_workers_restart_ends_as_they_train_again
     assert [e.at for e in done] == [max(restarted)] * 2
     assert all("the training ended at 30.000" in e.describe() for e in done)
     assert execution.final_phase.value == "SUCCEEDED" and attempt.job_condition == "Succeeded"
+
+
+# --- propeller's rounds on the clock (handler.go streak / RecordSystemError / TryMutateWorkflow) ---------------
 
 
 def rounds(execution, what):
