@@ -17,7 +17,8 @@ fill (flyteorg/flyte v1.16.8):
 
 Several files merge in order (flyte-core mounts one per concern), later ones winning. Keys the model
 does not use are ignored, as propeller ignores keys of sections it does not own; a value of the wrong
-type is a one-line error naming the file and the key.
+type is a one-line error naming the file and the key, and so is what would keep propeller from starting: a key
+given twice in one mapping (Go's YAML parser refuses it) or a section the model reads that is not a mapping.
 """
 
 from __future__ import annotations
@@ -93,29 +94,56 @@ def _coerce(path: str, value: Any, kind: type, bounds: tuple[int, int], source: 
     return value
 
 
+def _go_yaml_loader():
+    """PyYAML's safe loader, refusing a key given twice in one mapping as Go's YAML parser does (go.yaml.in/yaml/v3,
+    which viper and flytestdlib's `config/viper` use: "mapping key already defined"), where PyYAML keeps the last."""
+    import yaml
+
+    class GoYamlLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen: dict[str, int] = {}
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                    line = key_node.start_mark.line + 1
+                    if key_node.value in seen:
+                        raise yaml.MarkedYAMLError(
+                            problem=f"mapping key {key_node.value!r} already defined at line {seen[key_node.value]}",
+                            problem_mark=key_node.start_mark,
+                        )
+                    seen[key_node.value] = line
+            return super().construct_mapping(node, deep)
+
+    return GoYamlLoader
+
+
 def parse_deployment(text: str, source: str) -> dict:
     """One YAML document's settings, by the model's names."""
     import yaml
 
     try:
-        document = yaml.safe_load(text)
+        document = _lower_keys(yaml.load(text, Loader=_go_yaml_loader()))  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise DeploymentConfigError(f"{source}:{where} not valid YAML ({getattr(e, 'problem', e)})") from None
+    except RecursionError:
+        raise DeploymentConfigError(f"{source}: nested too deeply to be a configuration file") from None
     if document is None:
         return {}
     if not isinstance(document, dict):
         raise DeploymentConfigError(f"{source}: expected a mapping of configuration sections at the top")
-    document = _lower_keys(document)
     values = {}
     for path, (name, kind, bounds) in SETTINGS.items():
         node: Any = document
-        for step in path:
-            if not isinstance(node, dict) or step not in node:
+        for depth, step in enumerate(path):
+            if node is None or step not in node:
                 node = None
                 break
             node = node[step]
+            if depth < len(path) - 1 and node is not None and not isinstance(node, dict):
+                # propeller's decoder (mapstructure) cannot fill a section from a scalar: it does not start
+                section = ".".join(path[: depth + 1])
+                raise DeploymentConfigError(f"{source}: {section}: expected a section (a mapping), got {node!r}")
         if node is not None:
             values[name] = _coerce(".".join(path), node, kind, bounds, source)
     return values

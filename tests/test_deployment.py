@@ -5,6 +5,7 @@ flyteplugins flytek8s/config `K8sPluginConfig.EnableDistributedErrorAggregation`
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -84,11 +85,17 @@ def test_sections_match_without_case_and_unknown_keys_are_ignored(tmp_path):
         ("propeller:\n  node-config:\n    default-max-attempts: 99999999999\n", "does not fit"),
         ("propeller: [1, 2\n", "not valid YAML"),
         ("- a list\n", "expected a mapping"),
+        # Go's YAML parser (go.yaml.in/yaml/v3, viper's) refuses a key given twice; PyYAML kept the last one
+        ("storage:\n  limits:\n    maxDownloadMBs: 3\n  limits: {}\n", "line 4 not valid YAML (mapping key 'limits'"),
+        # mapstructure cannot fill propeller's Config from a scalar: propeller would not start
+        ("propeller: 5\n", "propeller: expected a section (a mapping), got 5"),
+        ("storage:\n  limits: big\n", "storage.limits: expected a section (a mapping), got 'big'"),
+        ("a: " + "{b: " * 3000 + "1" + "}" * 3000 + "\n", "nested too deeply to be a configuration file"),
     ],
 )
 def test_bad_configuration_is_one_line_naming_the_file_and_key(tmp_path, text, message):
     path = write(tmp_path, text)
-    with pytest.raises(DeploymentConfigError, match=message):
+    with pytest.raises(DeploymentConfigError, match=re.escape(message)):
         load_deployment([path])
     result = aggsim("explain", str(tmp_path), "--propeller-config", path, expect=2)
     assert message in result.stderr and path in result.stderr and len(result.stderr.strip().splitlines()) == 1
