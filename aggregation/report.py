@@ -89,21 +89,36 @@ def timeline_lines(attempt: AttemptResult) -> list[str]:
     return [timeline_line(e.at, e.pod, e.describe()) for e in attempt.timeline]
 
 
+#: where a description goes when its own column is too narrow for it: under the pod's name
+UNDER_THE_POD = " " * (9 + 2)
+#: the narrowest description column worth keeping beside the pods' names
+NARROWEST_COLUMN = 24
+
+
 def print_timeline(console: Console, rows: Sequence[tuple[float, str, str]]) -> None:
     """(time, pod, what) rows; a long description wraps under its own column, and no word is ever cut.
 
-    A word wider than that column (a long file name) stays whole on its line; the terminal wraps it.
+    Where that column is too narrow for a row (long pod names, as Flyte's are, or a word such as a file's path wider
+    than the column), the row's description starts on the next line, under the pod's name, at the terminal's width.
+    A word wider than even that stays whole on its line; the terminal wraps it.
     """
     if not rows:
         return
     pod_width = max(16, max(len(pod) for _, pod, _ in rows))
     indent = " " * (9 + 2 + pod_width + 1)
-    room = max(20, console.width - len(indent))
+    room = console.width - len(indent)
+    below = max(20, console.width - len(UNDER_THE_POD))
     for at, pod, what in rows:
-        lines = textwrap.wrap(str(what), room, break_long_words=False, break_on_hyphens=False) or [""]
-        console.print(literal(f"{at:9.3f}  {pod:<{pod_width}} {lines[0]}"), highlight=False, soft_wrap=True)
-        for line in lines[1:]:
-            console.print(literal(indent + line), highlight=False, soft_wrap=True)
+        text = str(what)
+        if room >= NARROWEST_COLUMN and all(len(word) <= room for word in text.split()):
+            lines = textwrap.wrap(text, room, break_long_words=False, break_on_hyphens=False) or [""]
+            console.print(literal(f"{at:9.3f}  {pod:<{pod_width}} {lines[0]}"), highlight=False, soft_wrap=True)
+            for line in lines[1:]:
+                console.print(literal(indent + line), highlight=False, soft_wrap=True)
+            continue
+        console.print(literal(f"{at:9.3f}  {pod}"), highlight=False, soft_wrap=True)
+        for line in textwrap.wrap(text, below, break_long_words=False, break_on_hyphens=False):
+            console.print(literal(UNDER_THE_POD + line), highlight=False, soft_wrap=True)
 
 
 def verdict_lines(attempt: AttemptResult) -> list[Text]:

@@ -17,6 +17,7 @@ from rich.console import Console
 from aggregation.documents import error_document_bytes
 from aggregation.explain import explain_prefix
 
+#: as long as Flyte's pod names (an execution id, the node, the attempt, the replica): 42 characters
 LONG_PODS = ("train-worker-with-a-rather-long-pod-name-0", "train-worker-with-a-rather-long-pod-name-1")
 
 
@@ -43,14 +44,23 @@ def aggsim(*args, columns: int):
 def names_in_record(record: dict) -> set[str]:
     names = set()
     for attempt in record["attempts"]:
-        names |= {f["name"] for f in attempt.get("files", [])} | {f["error"]["code"] for f in attempt.get("files", [])}
+        files = attempt.get("files", [])
+        names |= {f["name"] for f in files} | {f["error"]["code"] for f in files if f.get("error")}
         names |= {e["pod"] for e in attempt["timeline"]}
         names |= {attempt[k] for k in ("winning_file", "node_code") if attempt.get(k)}
     return names
 
 
 @pytest.mark.parametrize("columns", [80, 200])
-@pytest.mark.parametrize("scenario", ["preemption_during_training", "sibling_user_error_cleanup_no_aggregation"])
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "preemption_during_training",
+        "sibling_user_error_cleanup_no_aggregation",
+        "rounds_keep_failing",  # a round error quotes a file's whole path: wider than the description column
+        "truncated_error_pb_replaced",
+    ],
+)
 def test_simulate_shows_every_file_pod_and_code_in_full(scenario, columns):
     record = json.loads(aggsim("simulate", scenario, "--json", columns=columns))
     text = aggsim("simulate", scenario, columns=columns)
@@ -71,6 +81,8 @@ def test_long_pod_names_and_a_scenario_name_with_markup_are_shown_as_written(tmp
     for pod in LONG_PODS:
         assert pod in text
     assert "USER:RuntimeError" in text and "…" not in text
+    # a description column too narrow for a row puts its description under the pod's name: nothing overflows
+    assert max(len(line) for line in text.splitlines()) <= columns
 
 
 DEMO_COLUMNS = (80, 200)
