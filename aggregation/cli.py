@@ -347,7 +347,7 @@ def budget_options(then: str):
             type=FiniteFloatRange(min=0.1, max=MAX_BUDGET_SECONDS),
             default=defaults.PROVE_MAX_SECONDS,
             show_default=True,
-            help=f"at most this long, then {then}",
+            help=f"explore at most this long, then {then}",
         )(command)
         return click.option(
             "--max-paths",
@@ -424,10 +424,7 @@ def explain(
         config = replace(config, max_node_retries_system_failures=max_system_failures)
     if _given_on_command_line("ignore_retry_cause") or "ignore_retry_cause" not in deployment.values:
         config = replace(config, ignore_retry_cause=ignore_retry_cause)
-    if max_download_mb is not None:
-        from aggregation.propeller import payload_limit
-
-        config = replace(config, max_payload_bytes=payload_limit(max_download_mb))
+    config = replace(config, max_payload_bytes=_payload_limit(config, max_download_mb))
     if not _given_on_command_line("strategy") and deployment.error_aggregation is not None:
         strategy = EARLIEST if deployment.error_aggregation else DEFAULT
     from aggregation.explain import explain_prefix
@@ -503,8 +500,8 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
             why = f"the default reader reads only {CANONICAL_ERROR_FILE}"
             if any(key.startswith("error-") for key in explanation.not_read):  # they say which reader it runs
                 why += (
-                    "; pods name their files error-<uuid>.pb only when propeller runs with aggregation on, whose "
-                    "reader is --strategy earliest"
+                    "; pods name their files error-<uuid>.pb only when propeller runs with aggregation on (try "
+                    "--strategy earliest)"
                 )
         console.print(literal(f"not read ({why}): {_first_keys(explanation.not_read)}"))
     if read.round_error:
@@ -537,11 +534,7 @@ def validate(targets, as_json, allow_empty, max_download_mb, config_files, timeo
     """
     from aggregation.storage import StorageError, StoreUnreachable
 
-    limit = _deployment(config_files).propeller_config().max_payload_bytes
-    if max_download_mb is not None:
-        from aggregation.propeller import payload_limit
-
-        limit = payload_limit(max_download_mb)
+    limit = _payload_limit(_deployment(config_files).propeller_config(), max_download_mb)
     for target in targets:
         _quiet_store_loggers(target)
     reports = []
@@ -590,13 +583,27 @@ def _finding_line(text: str) -> str:
     return textwrap.fill(text, width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
 
 
+def _payload_limit(config, max_download_mb: "int | None") -> int:
+    """The error files' size limit: `--max-download-mb`, else the deployment's (`config`, from its files), else
+    propeller's default (`explain` and `validate` alike)."""
+    if max_download_mb is None:
+        return config.max_payload_bytes
+    from aggregation.propeller import payload_limit
+
+    return payload_limit(max_download_mb)
+
+
 def _validate_target(target: str, timeout: float, max_payload_bytes: int):
     import os
 
-    from aggregation.storage import FsspecPrefix, LocalPrefix, open_prefix
+    from aggregation.storage import FsspecPrefix, LocalPrefix, StorageError, open_prefix
     from aggregation.validate import report_for_file, validate_prefix
 
     local = target[len("file://") :] if target.startswith("file://") else target if "://" not in target else None
+    if local is not None and os.path.exists(local) and not (os.path.isfile(local) or os.path.isdir(local)):
+        raise StorageError(
+            f"{target}: neither a regular file nor a directory (no object store holds a FIFO or a device)"
+        )
     if local is not None and os.path.isfile(local):
         try:
             with open(local, "rb") as f:
@@ -846,9 +853,6 @@ def _region_sweep(
     from aggregation.regions import region_sweep
     from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError
 
-    for option in ("samples", "seed"):
-        if _given_on_command_line(option):
-            _fail(f"--{option}: an exact region map (two FIELD=LO..HI ranges) samples nothing")
     if out_path:
         _fail("--out: an exact region map has regions, not cases; --json lists every region's polygons")
     if plot_path:
@@ -863,6 +867,9 @@ def _region_sweep(
                 f"--vary {odd}: an exact region map takes exactly two ranges FIELD=LO..HI and nothing else "
                 "varied (FIELD=a,b,c or start:stop:step sample a grid instead)"
             )
+        for option in ("samples", "seed"):  # after the ranges: a range that is wrong is the thing to say first
+            if _given_on_command_line(option):
+                _fail(f"--{option}: an exact region map (two FIELD=LO..HI ranges) samples nothing")
         plugins = plugins or tuple(PLUGIN_VARIANTS)
         source.spec(plugins[0])  # the scenario as written must be one the model plays
         arguments = _deployment_sweep_arguments(config_files)

@@ -6,6 +6,7 @@ import re
 import textwrap
 from typing import TYPE_CHECKING
 
+from aggregation.printable import printable
 from aggregation.prove import (
     COUNTEREXAMPLE,
     PROVED,
@@ -45,7 +46,7 @@ def _box_lines(proof: Proof) -> list[str]:
 def _header_lines(proof: Proof, width: int) -> list[str]:
     """The verdict and the claim's meaning, wrapped at whole words under a two-space indent (rich would cut the
     line anywhere and leave a trailing space)."""
-    header = f"{proof.verdict}  {proof.claim.text}: {proof.claim.meaning}"
+    header = printable(f"{proof.verdict}  {proof.claim.text}: {proof.claim.meaning}")  # the claim is the user's text
     return textwrap.wrap(
         header, max(width, 40), subsequent_indent="    ", break_long_words=False, break_on_hyphens=False
     )

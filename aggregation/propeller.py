@@ -50,6 +50,11 @@ UINT32_MAX = (1 << 32) - 1
 MIB = 1024 * 1024
 
 
+def uint32(value: int) -> int:
+    """Go's uint32 arithmetic (NodeStatus' Attempts and SystemFailures): the result modulo 2**32."""
+    return value & UINT32_MAX
+
+
 def payload_limit(max_download_mbs: int) -> int:
     """The error reader's size limit for `storage.limits.maxDownloadMBs`: flyteplugins `ioutils/
     remote_file_output_reader.go` `getMaxPayloadSize` (the reader is built with 0) takes `GetLimitMegabytes * 1024 *
@@ -77,13 +82,13 @@ class PropellerConfig:
     def workflow_retry_limit(self) -> int:
         """What `TryMutateWorkflow` (flytepropeller `controller/handler.go`) compares the workflow's FailedAttempts
         with: `uint32(cfg.MaxWorkflowRetries)`, so -1 is 4,294,967,295 and a larger int keeps its low 32 bits."""
-        return self.max_workflow_retries & UINT32_MAX
+        return uint32(self.max_workflow_retries)
 
     @property
     def system_failure_limit(self) -> int:
         """`maxNodeRetriesForSystemFailures: uint32(nodeConfig.MaxNodeRetriesOnSystemFailures)` (`nodes/executor.go`
         `NewExecutor`): a negative setting wraps to billions."""
-        return self.max_node_retries_system_failures & UINT32_MAX
+        return uint32(self.max_node_retries_system_failures)
 
 
 @dataclass(frozen=True)
@@ -180,7 +185,7 @@ def max_attempts_for(retries: int, config: PropellerConfig) -> int:
     """`retries: N` compiles to MinAttempts = N + 1 (`compiler/transformers/k8s/utils.go`); 1 keeps the default."""
     min_attempts = retries + 1
     # isEligibleForRetry: `uint32(DefaultMaxAttempts)` or `uint32(*MinAttempts)`: a negative default wraps
-    return (min_attempts if min_attempts != 1 else config.default_max_attempts) & UINT32_MAX
+    return uint32(min_attempts if min_attempts != 1 else config.default_max_attempts)
 
 
 def is_eligible_for_retry(
@@ -193,9 +198,9 @@ def is_eligible_for_retry(
         return current < maximum, current, maximum
     # NodeStatus' counters are uint32: `GetAttempts() + 1` and the subtraction wrap as Go's do
     if config.ignore_retry_cause:
-        current = (state.attempts + 1) & UINT32_MAX
+        current = uint32(state.attempts + 1)
     else:
-        current = (((state.attempts + 1) & UINT32_MAX) - state.system_failures) & UINT32_MAX
+        current = uint32(uint32(state.attempts + 1) - state.system_failures)
     maximum = max_attempts_for(retries, config)
     return current < maximum, current, maximum
 
@@ -233,7 +238,7 @@ def node_decision(
             code=error.code,
             kind=error.kind,
             message=error.message,
-            next_state=replace(state, system_failures=state.system_failures + system),
+            next_state=replace(state, system_failures=uint32(state.system_failures + system)),
         )
     eligible, current, maximum = is_eligible_for_retry(error, state, retries, config)
     if not eligible:
@@ -251,7 +256,7 @@ def node_decision(
         Decision.RETRY,
         # `IncrementAttempts`, `IncrementSystemFailures`: uint32 counters
         next_state=NodeState(
-            attempts=(state.attempts + 1) & UINT32_MAX, system_failures=(state.system_failures + system) & UINT32_MAX
+            attempts=uint32(state.attempts + 1), system_failures=uint32(state.system_failures + system)
         ),
         current_attempt=current,
         max_attempts=maximum,
@@ -273,12 +278,12 @@ def runs_on_interruptible(state: NodeState, interruptible: bool, retries: int, c
         if failures == 0:
             return True
     else:
-        failures, maximum = state.system_failures, (config.system_failure_limit + 1) & UINT32_MAX
+        failures, maximum = state.system_failures, uint32(config.system_failure_limit + 1)
     # isAboveInterruptibleFailureThreshold works in uint32: `maxAttempts - uint32(-threshold)` wraps below zero
     if threshold > 0:
         above = failures >= threshold
     else:
-        above = failures >= (maximum - ((-threshold) & UINT32_MAX)) & UINT32_MAX
+        above = failures >= uint32(maximum - uint32(-threshold))
     return not above
 
 

@@ -79,16 +79,13 @@ def check_document(name: str, data: bytes, max_payload_bytes: int = DEFAULT_MAX_
                 "`timestamp` is unset: it reads as the epoch and beats every other file under the earliest strategy",
             )
         )
-    elif not _valid_timestamp(error.timestamp):
-        seconds, nanos = error.timestamp.seconds, error.timestamp.nanos
-        findings.append(
-            Finding(
-                "timestamp",
-                f"`timestamp` ({seconds} s, {nanos} ns) is not a valid Timestamp (years 1-9999, nanos in "
-                "[0, 1e9)): flytekit never writes one (milliseconds written as seconds?), and the earliest reader "
-                "still orders it, as Go's AsTime() reads it",
+    else:
+        problem = _timestamp_problem(error.timestamp)
+        if problem:
+            seconds, nanos = error.timestamp.seconds, error.timestamp.nanos
+            findings.append(
+                Finding("timestamp", f"`timestamp` ({seconds} s, {nanos} ns) is not a valid Timestamp: {problem}")
             )
-        )
     if base.startswith("error-") and not error.worker:
         findings.append(Finding("worker", "`worker` is empty in a per-worker file (error-*.pb): set _F_WN"))
     if error.kind not in errors_pb2.ContainerError.Kind.values():
@@ -108,9 +105,17 @@ def check_document(name: str, data: bytes, max_payload_bytes: int = DEFAULT_MAX_
 TIMESTAMP_SECONDS = (-62_135_596_800, 253_402_300_799)
 
 
-def _valid_timestamp(timestamp) -> bool:
+def _timestamp_problem(timestamp) -> str:
+    """Why a Timestamp flytekit would never write is one, and what it does to the earliest pick (Go's AsTime() orders
+    any); "" for a valid one."""
     low, high = TIMESTAMP_SECONDS
-    return low <= timestamp.seconds <= high and 0 <= timestamp.nanos < 1_000_000_000
+    if timestamp.seconds > high:
+        return "after year 9999 (milliseconds written as seconds?): it loses every earliest pick it should win"
+    if timestamp.seconds < low:
+        return "before year 1: it wins every earliest pick"
+    if not 0 <= timestamp.nanos < 1_000_000_000:
+        return "nanos outside [0, 1e9): it orders as its whole seconds plus those nanos, which flytekit never writes"
+    return ""
 
 
 def validate_prefix(prefix: OutputPrefix, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> list[FileReport]:

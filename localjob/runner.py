@@ -155,22 +155,29 @@ def _check_simulated(spec: ScenarioSpec) -> None:
                 f"{_seconds(first.at)}), more than the {WALL_PACED_SECONDS:.0f} s it has for that "
                 f"({ATTEMPT_TIMEOUT:.0f} s, less {START_TIMEOUT:.0f} s for its pods to start and up to "
                 f"{MOST_LEAD:.0f} s of training first): "
-                f"{longest_quiet_stretch(attempt.timeline, first.at, watched)}"
+                f"{longest_quiet_stretch(spec, attempt.timeline, first.at, watched)}"
             )
 
 
-def longest_quiet_stretch(timeline, start: float, end: float) -> str:
-    """Where the watched window [start, end] of a simulated attempt waits longest with nothing happening: the stretch
-    the scenario's delays (`job.*_seconds`, `propeller.observation_delay_seconds`, a timing) or its events' spacing
-    made, named by the events on either side, as the timeline prints them."""
+def longest_quiet_stretch(spec: ScenarioSpec, timeline, start: float, end: float) -> str:
+    """Where the watched window [start, end] of a simulated attempt waits longest with nothing happening, named by
+    the events on either side, and the scenario's delays at least half that long: the ones to shorten (the stretch
+    may also be its events' spacing, or a pod timing)."""
     marks = [(start, "its first action")]
-    marks += [(e.at, f"{e.pod}: {e.describe()}") for e in timeline if start < e.at <= end]
+    marks += [(e.at, f"{e.pod} {e.what.value.replace('_', ' ')}") for e in timeline if start < e.at <= end]
     marks.append((end, "the run stops watching"))  # pods linger after propeller's verdict, or have all exited
     marks.sort(key=lambda mark: mark[0])
     (since, before), (until, after) = max(zip(marks, marks[1:]), key=lambda pair: pair[1][0] - pair[0][0])
-    return (
-        f"its longest quiet stretch is {until - since:.2f} s, from {_seconds(since)} ({before}) to "
-        f"{_seconds(until)} ({after})"
+    stretch = until - since
+    delays = {
+        "job.pod_status_seconds": spec.pod_status_delay,
+        "job.reconcile_seconds": spec.reconcile_delay,
+        "job.cleanup_seconds": spec.cleanup_delay,
+        "propeller.observation_delay_seconds": spec.observation_delay,
+    }
+    long = [f"{field} is {_seconds(value)}" for field, value in delays.items() if value >= stretch / 2]
+    return f"its longest quiet stretch is {stretch:.2f} s, from {before} at {_seconds(since)} to {after} at " + (
+        f"{_seconds(until)} ({', '.join(long)})" if long else f"{_seconds(until)}"
     )
 
 

@@ -322,7 +322,8 @@ def test_validate_passes_what_the_plugin_writes_and_flags_each_problem(prefix):
 )
 def test_validate_flags_a_timestamp_no_valid_timestamp_can_hold(prefix, seconds, nanos, valid):
     """protobuf `timestamp.proto` (protobuf-go `timestamppb.CheckValid`): years 1-9999, nanos in [0, 1e9). flytekit
-    never writes another, while propeller's earliest reader orders any (`AsTime`), so such a file can win."""
+    never writes another, while propeller's earliest reader orders any (`AsTime`): such a file wins (before year 1)
+    or loses (after 9999) the earliest pick wrongly."""
     document = errors_pb2.ErrorDocument.FromString(
         error_document_bytes(code="USER:X", message="m", timestamp_ns=T0, worker="w")
     )

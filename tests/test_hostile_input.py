@@ -327,3 +327,34 @@ def test_a_job_that_would_shrink_or_grow_is_refused_naming_the_field(tmp_path):
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.strip().endswith("not one that shrinks or grows")
     assert "job.min_replicas" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_a_wrong_range_is_named_before_an_option_the_region_map_does_not_take():
+    """`sweep --vary F=1..0 --samples 50` blamed --samples; the empty range is what to fix first."""
+    scenario = "preemption_during_training"
+    one_line_error(
+        run("sweep", scenario, "--vary", "propeller.observation_delay_seconds=1..0", "--samples", "50"),
+        "the range is empty",
+    )
+    one_line_error(
+        run("sweep", scenario, "--vary", "propeller.observation_delay_seconds=0..1", "--samples", "50"),
+        "an exact region map takes exactly two ranges",
+    )
+    two = ("--vary", "propeller.observation_delay_seconds=0..1", "--vary", "attempts[0].events[1].at_seconds=30..31")
+    one_line_error(run("sweep", scenario, *two, "--samples", "50"), "--samples: an exact region map")
+
+
+def test_a_claim_s_control_characters_are_printed_escaped():
+    """The claim is the user's text, echoed in the answer's first line: an ESC must not reach the terminal."""
+    result = run(
+        "prove", "preemption_during_training", "--claim", "code=\x1b[31mX", "--vary", "job.cleanup_seconds=0..1"
+    )
+    assert "\x1b" not in result.output and "code=\\x1b[31mX" in result.output.splitlines()[0]
+
+
+def test_validate_names_a_fifo_or_a_device_as_neither_file_nor_prefix(tmp_path):
+    """A FIFO used to be called "a file, not an output prefix", though validate takes files."""
+    fifo = tmp_path / "error-a.pb"
+    os.mkfifo(fifo)
+    one_line_error(run("validate", fifo), "neither a regular file nor a directory")
+    one_line_error(run("validate", "/dev/zero"), "neither a regular file nor a directory")
