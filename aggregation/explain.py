@@ -154,13 +154,8 @@ def _other_error_files(store: OutputPrefix) -> tuple[str, ...]:
     """The `error*.pb` keys besides `error.pb`: what the earliest reader would read and the default one never
     lists. Pods name their files so (`error-<uuid>.pb`) only when propeller runs with aggregation on. A listing
     that fails leaves the note out: the verdict, reached with propeller's own requests, stands."""
-    earliest = reader_for(EARLIEST)
     try:
-        return tuple(
-            entry.key
-            for page in store.list_pages(earliest.key_prefix)
-            for entry in page
-            if entry.key.endswith(earliest.extension) and entry.key != CANONICAL_ERROR_FILE
-        )
+        read_by_earliest, _ = reader_for(EARLIEST).listing(store)
+        return tuple(key for key in read_by_earliest if key != CANONICAL_ERROR_FILE)
     except (StorageError, StoreUnreachable):
         return ()

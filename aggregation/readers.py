@@ -268,6 +268,16 @@ class EarliestErrorReader:
         self.key_prefix, self.extension = pieces[0], "." + pieces[1]
         self.max_payload_bytes = max_payload_bytes
 
+    def listing(self, prefix: OutputPrefix) -> tuple[list[str], list[str]]:
+        """One listing of the raw prefix `error`, every page in the store's order: the keys ending in `.pb`, which
+        this reader reads, and the others, which it leaves. Raises `StorageError`."""
+        kept: list[str] = []
+        ignored: list[str] = []
+        for page in prefix.list_pages(self.key_prefix):
+            for entry in page:
+                (kept if entry.key.endswith(self.extension) else ignored).append(entry.key)
+        return kept, ignored
+
     def read(self, prefix: OutputPrefix) -> ReadResult:
         """`ValidateOutput`: `IsError`, then, if it found error files, `ReadError`."""
         found = self.is_error(prefix)
@@ -282,12 +292,8 @@ class EarliestErrorReader:
         or the round fails (a listing, HEAD or size error).
         """
         location = prefix.location.rstrip("/")
-        heads: list[str] = []
-        ignored: list[str] = []
         try:
-            for page in prefix.list_pages(self.key_prefix):
-                for entry in page:
-                    (heads if entry.key.endswith(self.extension) else ignored).append(entry.key)
+            heads, ignored = self.listing(prefix)
         except StorageError as e:
             return ReadResult(
                 EARLIEST, rule=RULE_ROUND_ERROR, round_error=f"failed to list error files @[{location}]: {e}"
@@ -315,9 +321,7 @@ class EarliestErrorReader:
         location = prefix.location.rstrip("/")
         ignored = listed_by_is_error.ignored
         try:
-            listed = [
-                e.key for page in prefix.list_pages(self.key_prefix) for e in page if e.key.endswith(self.extension)
-            ]
+            listed, _ = self.listing(prefix)
         except StorageError as e:
             return ReadResult(
                 EARLIEST, rule=RULE_ROUND_ERROR, round_error=f"failed to list error files @[{location}]: {e}"
