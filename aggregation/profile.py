@@ -19,9 +19,8 @@ from typing import Optional
 
 from google.protobuf import text_format
 
-from aggregation import defaults
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
-from aggregation.scenario import parse_text_proto, read_text_file
+from aggregation.scenario import parse_text_proto, read_text_file, seconds_problem
 
 #: PodTimings fields that are not a phase a pod goes through, so no measurement can stand for them
 UNPROFILABLE = frozenset({"clock_offset_seconds", "first_monitor_poll_seconds", "on_peer_death"})
@@ -52,8 +51,10 @@ def parse_profile(text: str, path: str = "<profile>") -> pb.TimingsProfile:
             raise ProfileError(f"{where}: a second {phase.field} for the same start method")
         seen.add(key)
         values = (phase.min_seconds, phase.median_seconds, phase.max_seconds)
-        if any(v != v or v < 0 or v > defaults.MAX_SCENARIO_SECONDS for v in values):
-            raise ProfileError(f"{where}: {phase.field}: seconds must be finite and non-negative, got {values}")
+        for name, value in zip(("min_seconds", "median_seconds", "max_seconds"), values):
+            problem = seconds_problem(value)
+            if problem:
+                raise ProfileError(f"{where}.{name} ({phase.field}): {problem}")
         if not phase.min_seconds <= phase.median_seconds <= phase.max_seconds:
             raise ProfileError(f"{where}: {phase.field}: min <= median <= max does not hold: {values}")
     return profile

@@ -349,6 +349,17 @@ def load_scenario(path: str, plugin_override: Optional[str] = None) -> ScenarioS
 SIGNED_SECONDS = frozenset({"clock_offset_seconds"})
 
 
+def seconds_problem(value: float, signed: bool = False) -> Optional[str]:
+    """What is wrong with a duration or instant in seconds, if anything (scenario fields and timings profiles)."""
+    if not math.isfinite(value):
+        return f"must be a finite number, got {value}"
+    if value < 0 and not signed:
+        return f"must be >= 0, got {value}"
+    if abs(value) > defaults.MAX_SCENARIO_SECONDS:
+        return f"{value:g} s is beyond the {defaults.MAX_SCENARIO_SECONDS:g} s a scenario may span"
+    return None
+
+
 def _value_problem(descriptor, value) -> Optional[str]:
     """What is wrong with one scalar field's value, if anything."""
     name = descriptor.name
@@ -357,12 +368,10 @@ def _value_problem(descriptor, value) -> Optional[str]:
             names = ", ".join(v.name for v in descriptor.enum_type.values)
             return f"{value} is not a {descriptor.enum_type.name} (expected one of {names})"
     elif descriptor.type in (descriptor.TYPE_DOUBLE, descriptor.TYPE_FLOAT):
+        if name.endswith("_seconds"):
+            return seconds_problem(value, signed=name in SIGNED_SECONDS)
         if not math.isfinite(value):
             return f"must be a finite number, got {value}"
-        if name.endswith("_seconds") and value < 0 and name not in SIGNED_SECONDS:
-            return f"must be >= 0, got {value}"
-        if name.endswith("_seconds") and abs(value) > defaults.MAX_SCENARIO_SECONDS:
-            return f"{value:g} s is beyond the {defaults.MAX_SCENARIO_SECONDS:g} s a scenario may span"
     elif name == "max_download_mbs" and value < 0:
         return f"must be >= 0, got {value}"
     elif name == "nproc_per_node" and value > defaults.MAX_NPROC_PER_NODE:

@@ -103,8 +103,13 @@ def test_phases_written_per_start_method_accumulate_in_one_profile():
         ('field: "clock_offset_seconds" max_seconds: 1', "phases[1].field"),
         ('field: "no_such_seconds"', "phases[1].field"),
         ('field: "exit_seconds" min_seconds: 2 median_seconds: 1 max_seconds: 3', "min <= median <= max"),
-        ('field: "exit_seconds" min_seconds: -1 median_seconds: 1 max_seconds: 3', "non-negative"),
-        ('field: "upload_seconds" median_seconds: nan', "non-negative"),
+        (
+            'field: "exit_seconds" min_seconds: -1 median_seconds: 1 max_seconds: 3',
+            "min_seconds (exit_seconds): must be >= 0",
+        ),
+        ('field: "upload_seconds" median_seconds: nan', "median_seconds (upload_seconds): must be a finite number"),
+        # a finite value past what a scenario may span is named as such (it used to be "must be finite")
+        ('field: "upload_seconds" max_seconds: 1e300', "max_seconds (upload_seconds): 1e+300 s is beyond"),
         ('field: "failure_detection_seconds" max_seconds: 1', "a second failure_detection_seconds"),
     ],
 )
