@@ -494,16 +494,7 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
         nothing = "no error files" if read.strategy == EARLIEST else f"no {CANONICAL_ERROR_FILE}"
         console.print(literal(f"{explanation.location}: {nothing} ({read.strategy} strategy)"))
     if explanation.not_read:
-        if read.strategy == EARLIEST:
-            why = "the earliest reader keeps only keys ending in .pb"
-        else:
-            why = f"the default reader reads only {CANONICAL_ERROR_FILE}"
-            if any(key.startswith("error-") for key in explanation.not_read):  # they say which reader it runs
-                why += (
-                    "; pods name their files error-<uuid>.pb only when propeller runs with aggregation on (try "
-                    "--strategy earliest)"
-                )
-        console.print(literal(f"not read ({why}): {_first_keys(explanation.not_read)}"))
+        console.print(literal(f"not read ({explanation.not_read_reason}): {_first_keys(explanation.not_read)}"))
     if read.round_error:
         console.print(Text.assemble(("round error", "bold red"), ": ", literal(read.round_error)))
     else:

@@ -29,6 +29,7 @@ from aggregation.readers import (
     reader_for,
     too_large,
 )
+from aggregation.replica_env import is_per_worker_file
 from aggregation.storage import OutputPrefix, StorageError, StoreUnreachable, open_prefix
 
 OUTPUTS_FILE = "outputs.pb"
@@ -48,6 +49,21 @@ class Explanation:
     #: the prefix's error files the reader did not read: the earliest reader's listed keys that do not end in `.pb`;
     #: with `note_unread`, the default reader's other `error*.pb` keys (which it never lists)
     not_read: tuple[str, ...] = ()
+
+    @property
+    def not_read_reason(self) -> Optional[str]:
+        """Why the reader left `not_read` alone, and what per-worker names among them say about the deployment."""
+        if not self.not_read:
+            return None
+        if self.read.strategy == EARLIEST:
+            return "the earliest reader keeps only keys ending in .pb"
+        why = f"the default reader reads only {CANONICAL_ERROR_FILE}"
+        if any(is_per_worker_file(key) for key in self.not_read):
+            why += (
+                "; pods name their files error-<uuid>.pb only when propeller runs with aggregation on "
+                "(try --strategy earliest)"
+            )
+        return why
 
     @property
     def error(self) -> Optional[ObservedError]:
@@ -89,6 +105,7 @@ class Explanation:
             "node": node,
             "object_store_requests": self.requests,
             "not_read": list(self.not_read),
+            "not_read_reason": self.not_read_reason,
         }
 
 

@@ -25,6 +25,7 @@ import pytest
 from aggregation.documents import error_document_bytes
 from aggregation.explain import Explanation, explain_prefix, rfc3339_nanos
 from aggregation.propeller import NodeState, PropellerConfig
+from aggregation.replica_env import per_worker_file_name
 from aggregation.storage import open_prefix
 from aggregation.validate import validate_prefix
 
@@ -73,7 +74,7 @@ class ErrorPrefix:
         timestamp_ns = None if offset is None else BASE_TIME_NS + round(offset * 1e9)
         if name is None:
             digest = hashlib.blake2b(f"{worker}/{len(list(self.path.iterdir()))}".encode(), digest_size=16)
-            name = f"error-{digest.hexdigest()}.pb"
+            name = per_worker_file_name(digest.hexdigest())
         target = self._inside(name)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(

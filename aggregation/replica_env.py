@@ -22,6 +22,17 @@ import hashlib
 WORKER_NAME = "_F_WN"  # flytek8s `FlyteInternalWorkerNameEnvVarKey`
 ERROR_STRATEGY = "_F_DES"  # flytek8s `FlyteInternalDistErrorStrategyEnvVarKey`
 EARLIEST = "Earliest"  # k8s `EarliestErrorAggregationStrategy.String()`
+PER_WORKER_FILE_PREFIX = "error-"  # flytekit `_build_error_file_name` with `_F_DES`: error-<uuid4 hex>.pb
+
+
+def per_worker_file_name(unique_hex: str) -> str:
+    """The error file a pod writes when `_F_DES` is set (flytekit names it after a uuid4's hex)."""
+    return f"{PER_WORKER_FILE_PREFIX}{unique_hex}.pb"
+
+
+def is_per_worker_file(key: str) -> bool:
+    """Whether a key's base name is a per-worker error file's: pods write these only under aggregation."""
+    return key.rsplit("/", 1)[-1].startswith(PER_WORKER_FILE_PREFIX)
 
 
 def is_master(elastic: bool, index: int) -> bool:
@@ -51,7 +62,7 @@ def reported_worker(env: dict[str, str]) -> str:
 
 @functools.lru_cache(maxsize=4096)  # a sweep names the same pods of the same attempts again and again
 def _per_worker_name(seed: int, attempt: int, pod: str) -> str:
-    return f"error-{hashlib.blake2b(f'{seed}/{attempt}/{pod}'.encode(), digest_size=16).hexdigest()}.pb"
+    return per_worker_file_name(hashlib.blake2b(f"{seed}/{attempt}/{pod}".encode(), digest_size=16).hexdigest())
 
 
 def writes_error_pb(env: dict[str, str]) -> bool:

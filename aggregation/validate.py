@@ -16,6 +16,7 @@ from flyteidl.core import errors_pb2, execution_pb2
 from google.protobuf.message import DecodeError
 
 from aggregation.readers import DEFAULT_MAX_PAYLOAD_BYTES, kind_name, parse_document
+from aggregation.replica_env import is_per_worker_file
 from aggregation.storage import OutputPrefix, StorageError
 
 ERROR_PREFIX, ERROR_SUFFIX = "error", ".pb"
@@ -86,7 +87,7 @@ def check_document(name: str, data: bytes, max_payload_bytes: int = DEFAULT_MAX_
             findings.append(
                 Finding("timestamp", f"`timestamp` ({seconds} s, {nanos} ns) is not a valid Timestamp: {problem}")
             )
-    if base.startswith("error-") and not error.worker:
+    if is_per_worker_file(base) and not error.worker:
         findings.append(Finding("worker", "`worker` is empty in a per-worker file (error-*.pb): set _F_WN"))
     if error.kind not in errors_pb2.ContainerError.Kind.values():
         findings.append(Finding("kind", f"`kind` {error.kind} is not RECOVERABLE or NON_RECOVERABLE"))

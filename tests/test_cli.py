@@ -88,6 +88,7 @@ def test_explain_names_the_error_files_its_reader_never_reads(prefix):
     out = explain_json(str(prefix.path), "--strategy", "default")
     assert out["error"]["code"] == "USER:RuntimeError" and out["task_phase"] == "PERMANENT_FAILURE"
     assert out["not_read"] == [f"error-{index}.pb" for index in range(7)]
+    assert "only when propeller runs with aggregation on" in out["not_read_reason"]  # programs get the note too
     assert out["object_store_requests"] == 2  # propeller's HEAD and GET of error.pb: the note's listing is not its
     text = run("explain", str(prefix.path), "--strategy", "default")
     assert text.exit_code == 0
@@ -113,7 +114,8 @@ def test_explain_names_the_error_files_its_reader_never_reads(prefix):
     (prefix.path / "error-partial.pb.tmp").unlink()
     for index in range(7):
         (prefix.path / f"error-{index}.pb").unlink()
-    assert explain_json(str(prefix.path), "--strategy", "earliest")["not_read"] == []
+    out = explain_json(str(prefix.path), "--strategy", "earliest")
+    assert out["not_read"] == [] and out["not_read_reason"] is None
     (prefix.path / "error.pb").unlink()
     text = run("explain", str(prefix.path), "--strategy", "default")
     assert "no error.pb (default strategy)" in " ".join(text.output.split()) and "not read" not in text.output
