@@ -114,7 +114,7 @@ def atom_values(solver: "Solver", constraints: Sequence[Constraint], atoms: Sequ
             if result == z3.unsat:
                 return found
             if result != z3.sat:
-                raise TooManyPieces(f"the solver gave up ({solver.solver.reason_unknown()})")
+                raise TooManyPieces(solver.gave_up())
             model = solver.solver.model()
             values = []
             for expression in expressions:

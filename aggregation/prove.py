@@ -372,6 +372,7 @@ class Solver:
         self.z3 = z3
         self.timeout_ms = max(1, timeout_ms)
         self.deadline = deadline  # a `time.perf_counter()` past which `check` answers unknown without asking
+        self.out_of_time = False
         # a context of its own: z3's models (our witnesses) then depend only on this proof's queries
         self.ctx = z3.Context()
         self.vars = {i.field: z3.Real(i.field, self.ctx) for i in intervals}
@@ -421,12 +422,20 @@ class Solver:
     def check(self):
         """z3's answer for what the solver holds, within `timeout_ms` and what is left before the deadline (past it:
         unknown, as from a timeout; every caller reads unknown as "not shown")."""
+        self.out_of_time = False
         if self.deadline is not None:
             left_ms = int((self.deadline - time.perf_counter()) * 1000)
             if left_ms <= 0:
+                self.out_of_time = True
                 return self.z3.unknown
             self.solver.set("timeout", min(self.timeout_ms, left_ms))
         return self.solver.check()
+
+    def gave_up(self) -> str:
+        """Why the last `check` answered unknown, for people."""
+        if self.out_of_time:
+            return "the time budget ran out"
+        return f"the solver gave up ({self.solver.reason_unknown()})"
 
     def conjunction(self, constraints: Sequence[Constraint]):
         if not constraints:
@@ -447,7 +456,7 @@ class Solver:
             if result == z3.unsat:
                 return None
             if result != z3.sat:
-                return f"the solver gave up ({self.solver.reason_unknown()})"
+                return self.gave_up()
             model = self.solver.model()
             point = {}
             for name, v in self.vars.items():
@@ -532,6 +541,9 @@ class _Budget:
     def exhausted(self, paths: int) -> Optional[str]:
         if paths < self.max_paths and self.elapsed() <= self.max_seconds:
             return None
+        return self.ran_out(paths)
+
+    def ran_out(self, paths: int) -> str:
         return (
             f"the budget ran out ({paths:,} paths, {self.elapsed():.1f} s; at most {self.max_paths:,} paths and "
             f"{self.max_seconds:g} s) before every path was explored"
@@ -557,7 +569,8 @@ def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, 
     whose run reached a moment Go's map order decides is explored again from there once per order, so it is covered
     once per order, each path naming the order it took. Returns "" when complete, else why not."""
     _refuse_a_box_past_the_model_s_limits(problem, combo)
-    solver = Solver(problem.intervals, int(max(1.0, budget.max_seconds - budget.elapsed()) * 1000))
+    # each check gets what is left of the budget when it runs (a box explored late gets less, never more)
+    solver = Solver(problem.intervals, int(budget.max_seconds * 1000), budget.started + budget.max_seconds)
     # a region to explore: its recorded decisions, the one it does not take, and the map orders pinned in it
     pending: list[tuple[tuple[Constraint, ...], Optional[Constraint], tuple]] = [((), None, ())]
     pinned_problems = {(): problem}
@@ -569,8 +582,8 @@ def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, 
         point = solver.point_in(prefix, negated)
         if point is None:
             continue
-        if isinstance(point, str):
-            return point
+        if isinstance(point, str):  # the solver gave up, or the check met the budget's end
+            return budget.ran_out(len(paths)) if solver.out_of_time else budget.exhausted(len(paths)) or point
         point = _readable_point(point, problem.intervals, prefix, negated)
         if pins not in pinned_problems:
             pinned_problems[pins] = problem.with_choices(pins)

@@ -10,6 +10,7 @@ model's own, not a grid's guess, and an outcome's share of the box is a ratio of
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional, Sequence
@@ -166,13 +167,22 @@ def region_map(
             raise ProveError(f"--vary {interval.field}: a region map needs a range LO..HI with LO < HI")
     if x.field == y.field:
         raise ProveError(f"--vary {x.field}: given twice")
+    deadline = time.perf_counter() + max_seconds  # the cell's budget covers the paths and their drawing
     proof = prove(source, _EVERYTHING, (x, y), plugin, aggregation, deployment, max_paths, max_seconds)
     if proof.verdict == UNKNOWN and proof.reason:  # not where the model refuses: that is a region of its own
         hint = " (raise --max-paths or --max-seconds)" if proof.reason.startswith("the budget ran out") else ""
         raise ProveError(f"the region map cannot be drawn exactly: {proof.reason}{hint}")
     assert proof.verdict != COUNTEREXAMPLE  # the claim holds everywhere by construction
-    solver = Solver((x, y), 60_000)
-    regions = tuple(path_region(p, x, y, solver) for p in proof.paths)
+    solver = Solver((x, y), int(max_seconds * 1000), deadline)
+    try:
+        regions = tuple(path_region(p, x, y, solver) for p in proof.paths)
+    except ProveError:
+        if solver.out_of_time:
+            raise ProveError(
+                f"the region map cannot be drawn exactly: the budget ran out ({max_seconds:g} s) while drawing its "
+                "boundaries (raise --max-seconds)"
+            ) from None
+        raise
     for path, region in zip(proof.paths, regions):
         # a path with choices took one of the operator's map orders (the box has no discrete field): its region is
         # covered once per order, and a map of outcomes has one per point; a line or a corner has no area to cover

@@ -277,3 +277,22 @@ def test_relaxed_regions_overlap_only_within_a_nanosecond_of_their_boundary() ->
     assert [r.behaviour.outcome for r in regions.regions_at((Fraction("30.970001"), Fraction(9)))] == [
         "FAILED_PERMANENTLY"
     ]
+
+
+def test_drawing_a_map_stays_within_the_cell_s_budget() -> None:
+    """`--max-seconds` bounds a cell's paths and their drawing (`regions.region_map`): z3's checks that list a
+    path's integer parts (`pieces.atom_values`) answer unknown past the deadline, and the map is refused in one line
+    saying the budget ran out, not drawn from what was listed so far. They used to run 60 s checks past any budget."""
+    import time
+
+    from aggregation.prove import Solver, prove
+    from aggregation.regions import _EVERYTHING, path_region
+
+    source, (x, y), _ = _map(CASES[0])
+    paths = prove(source, _EVERYTHING, (x, y), "upstream", False).paths
+    # a path through whole-second stamps: its integer parts are listed by z3
+    path = next(p for p in paths if any(atom[0] == "floor" for (items, _), _ in p.constraints for atom, _ in items))
+    assert path_region(path, x, y, Solver((x, y), 60_000)).polygons  # in time, it is drawn
+    spent = Solver((x, y), 60_000, deadline=time.perf_counter())
+    with pytest.raises(ProveError, match="the region map cannot be drawn: the time budget ran out"):
+        path_region(path, x, y, spent)
