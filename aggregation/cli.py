@@ -445,15 +445,6 @@ def explain(
         render_explanation(explanation, _console())
 
 
-#: how many keys a note names before it counts the rest (`--json` lists them all)
-NOTE_KEYS = 5
-
-
-def _first_keys(keys: tuple[str, ...]) -> str:
-    shown = ", ".join(keys[:NOTE_KEYS])
-    return shown if len(keys) <= NOTE_KEYS else f"{shown} and {len(keys) - NOTE_KEYS} more"
-
-
 def render_explanation(explanation: Explanation, console: Console) -> None:
     """The candidates as a table, or, when that would not fit the terminal, as a list; text printed literally."""
     from rich.text import Text
@@ -494,7 +485,7 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
         nothing = "no error files" if read.strategy == EARLIEST else f"no {CANONICAL_ERROR_FILE}"
         console.print(literal(f"{explanation.location}: {nothing} ({read.strategy} strategy)"))
     if explanation.not_read:
-        console.print(literal(f"not read ({explanation.not_read_reason}): {_first_keys(explanation.not_read)}"))
+        console.print(literal(explanation.not_read_note))
     if read.round_error:
         console.print(Text.assemble(("round error", "bold red"), ": ", literal(read.round_error)))
     else:
@@ -524,6 +515,7 @@ def validate(targets, as_json, allow_empty, max_download_mb, config_files, timeo
     propeller's default. A prefix without error files is what upstream's plugin leaves after a preemption.
     """
     from aggregation.storage import StorageError, StoreUnreachable
+    from aggregation.validate import validate_target
 
     limit = _payload_limit(_deployment(config_files).propeller_config(), max_download_mb)
     for target in targets:
@@ -531,7 +523,7 @@ def validate(targets, as_json, allow_empty, max_download_mb, config_files, timeo
     reports = []
     for target in targets:
         try:
-            reports.extend(_validate_target(target, timeout, limit))
+            reports.extend(validate_target(target, timeout, limit))
         except (StorageError, StoreUnreachable) as e:
             _fail(str(e))
     if as_json:
@@ -582,31 +574,6 @@ def _payload_limit(config, max_download_mb: "int | None") -> int:
     from aggregation.propeller import payload_limit
 
     return payload_limit(max_download_mb)
-
-
-def _validate_target(target: str, timeout: float, max_payload_bytes: int):
-    import os
-
-    from aggregation.storage import FsspecPrefix, LocalPrefix, StorageError, open_prefix
-    from aggregation.validate import report_for_file, validate_prefix
-
-    local = target[len("file://") :] if target.startswith("file://") else target if "://" not in target else None
-    if local is not None and os.path.exists(local) and not (os.path.isfile(local) or os.path.isdir(local)):
-        raise StorageError(
-            f"{target}: neither a regular file nor a directory (no object store holds a FIFO or a device)"
-        )
-    if local is not None and os.path.isfile(local):
-        try:
-            with open(local, "rb") as f:
-                return [report_for_file(target, f.read(), max_payload_bytes=max_payload_bytes)]
-        except OSError as e:
-            return [report_for_file(target, None, f"cannot read: {e.strerror}")]
-    prefix = open_prefix(target, timeout=timeout)
-    if isinstance(prefix, FsspecPrefix) and not isinstance(prefix, LocalPrefix):
-        data = prefix.whole_object()
-        if data is not None:
-            return [report_for_file(target, data, max_payload_bytes=max_payload_bytes)]
-    return validate_prefix(prefix, max_payload_bytes)
 
 
 def _check_plot_path(plot_path: str) -> None:

@@ -15,9 +15,10 @@ from typing import Optional
 from flyteidl.core import errors_pb2, execution_pb2
 from google.protobuf.message import DecodeError
 
+from aggregation.gotime import NANOS, UNIX_TO_INTERNAL, order_key, rfc3339_nanos
 from aggregation.readers import DEFAULT_MAX_PAYLOAD_BYTES, kind_name, parse_document
 from aggregation.replica_env import is_per_worker_file
-from aggregation.storage import OutputPrefix, StorageError
+from aggregation.storage import DEFAULT_TIMEOUT_SECONDS, OutputPrefix, StorageError
 
 ERROR_PREFIX, ERROR_SUFFIX = "error", ".pb"
 
@@ -81,11 +82,20 @@ def check_document(name: str, data: bytes, max_payload_bytes: int = DEFAULT_MAX_
             )
         )
     else:
+        seconds, nanos = error.timestamp.seconds, error.timestamp.nanos
         problem = _timestamp_problem(error.timestamp)
         if problem:
-            seconds, nanos = error.timestamp.seconds, error.timestamp.nanos
             findings.append(
                 Finding("timestamp", f"`timestamp` ({seconds} s, {nanos} ns) is not a valid Timestamp: {problem}")
+            )
+        elif seconds < EARLIEST_PLAUSIBLE_SECONDS:
+            findings.append(
+                Finding(
+                    "timestamp",
+                    f"`timestamp` {rfc3339_nanos(seconds * NANOS + nanos)} is before 2000 (an unset clock, Go's zero "
+                    "time or a duration written as a time?): it beats every real error file under the earliest "
+                    "strategy",
+                )
             )
     if is_per_worker_file(base) and not error.worker:
         findings.append(Finding("worker", "`worker` is empty in a per-worker file (error-*.pb): set _F_WN"))
@@ -106,17 +116,29 @@ def check_document(name: str, data: bytes, max_payload_bytes: int = DEFAULT_MAX_
 TIMESTAMP_SECONDS = (-62_135_596_800, 253_402_300_799)
 
 
+#: A stamp before this (2000-01-01T00:00:00Z) is valid but no task failed then: an unset clock or a duration.
+EARLIEST_PLAUSIBLE_SECONDS = 946_684_800
+
+
 def _timestamp_problem(timestamp) -> str:
     """Why a Timestamp flytekit would never write is one, and what it does to the earliest pick (Go's AsTime() orders
-    any); "" for a valid one."""
+    any, in int64 arithmetic that wraps far enough out: `gotime.order_key`); "" for a valid one."""
     low, high = TIMESTAMP_SECONDS
-    if timestamp.seconds > high:
-        return "after year 9999 (milliseconds written as seconds?): it loses every earliest pick it should win"
-    if timestamp.seconds < low:
-        return "before year 1: it wins every earliest pick"
-    if not 0 <= timestamp.nanos < 1_000_000_000:
-        return "nanos outside [0, 1e9): it orders as its whole seconds plus those nanos, which flytekit never writes"
-    return ""
+    seconds, nanos = timestamp.seconds, timestamp.nanos
+    if low <= seconds <= high:
+        if not 0 <= nanos < NANOS:
+            return (
+                "nanos outside [0, 1e9): it orders as its whole seconds plus those nanos, which flytekit never writes"
+            )
+        return ""
+    where = "after year 9999 (milliseconds written as seconds?)" if seconds > high else "before year 1"
+    stamp_ns = seconds * NANOS + nanos
+    key = order_key(stamp_ns)
+    wrapped = key[0] != stamp_ns // NANOS + UNIX_TO_INTERNAL
+    wraps = " (Go's int64 time arithmetic wraps it round to the other end)" if wrapped else ""
+    if key < order_key(0):  # earlier than the epoch, so earlier than every real stamp
+        return f"{where}: it orders before every real stamp{wraps} and wins every earliest pick"
+    return f"{where}: it orders after every real stamp{wraps} and loses every earliest pick it should win"
 
 
 def validate_prefix(prefix: OutputPrefix, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> list[FileReport]:
@@ -143,3 +165,31 @@ def report_for_file(
     if data is None:
         return FileReport(path, (Finding("read", error or "unreadable"),))
     return FileReport(path, tuple(check_document(posixpath.basename(path), data, max_payload_bytes)))
+
+
+def validate_target(
+    target: str, timeout: float = DEFAULT_TIMEOUT_SECONDS, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+) -> list[FileReport]:
+    """What `aggsim validate` checks for one argument: a file (local, or one object of a store) is checked alone,
+    a prefix for every error* key under it. Raises `StorageError` / `StoreUnreachable` when it cannot be reached."""
+    import os
+
+    from aggregation.storage import FsspecPrefix, LocalPrefix, open_prefix
+
+    local = target[len("file://") :] if target.startswith("file://") else target if "://" not in target else None
+    if local is not None and os.path.exists(local) and not (os.path.isfile(local) or os.path.isdir(local)):
+        raise StorageError(
+            f"{target}: neither a regular file nor a directory (no object store holds a FIFO or a device)"
+        )
+    if local is not None and os.path.isfile(local):
+        try:
+            with open(local, "rb") as f:
+                return [report_for_file(target, f.read(), max_payload_bytes=max_payload_bytes)]
+        except OSError as e:
+            return [report_for_file(target, None, f"cannot read: {e.strerror}")]
+    prefix = open_prefix(target, timeout=timeout)
+    if isinstance(prefix, FsspecPrefix) and not isinstance(prefix, LocalPrefix):
+        data = prefix.whole_object()
+        if data is not None:
+            return [report_for_file(target, data, max_payload_bytes=max_payload_bytes)]
+    return validate_prefix(prefix, max_payload_bytes)

@@ -311,21 +311,27 @@ def test_validate_passes_what_the_plugin_writes_and_flags_each_problem(prefix):
 
 
 @pytest.mark.parametrize(
-    "seconds, nanos, valid",
+    "seconds, nanos, finding",
     [
-        (1_764_477_731, 0, True),
-        (-62_135_596_800, 0, True),  # 0001-01-01T00:00:00Z
-        (253_402_300_799, 999_999_999, True),  # 9999-12-31T23:59:59.999999999Z
-        (1_764_477_731_000, 0, False),  # milliseconds written as seconds: year 57,883
-        (-62_135_596_801, 0, False),
-        (1_764_477_731, -1, False),
-        (1_764_477_731, 1_000_000_000, False),
+        (1_764_477_731, 0, None),
+        (253_402_300_799, 999_999_999, None),  # 9999-12-31T23:59:59.999999999Z: valid, and later than any real one
+        (1_764_477_731_000, 0, "after year 9999 (milliseconds written as seconds?): it orders after every real stamp"),
+        (-62_135_596_801, 0, "before year 1: it orders before every real stamp and wins every earliest pick"),
+        # past int64 once Go adds the seconds from year 1 to 1970 (`Time.After` on `AsTime()`): it wraps and wins
+        (2**63 - 1, 0, "it orders before every real stamp (Go's int64 time arithmetic wraps it round"),
+        (1_764_477_731, -1, "nanos outside [0, 1e9)"),
+        (1_764_477_731, 1_000_000_000, "nanos outside [0, 1e9)"),
+        # valid Timestamps no failing task has: Go's zero time, Python's empty Timestamp(), a duration
+        (-62_135_596_800, 0, "`timestamp` 0001-01-01T00:00:00.000000000Z is before 2000"),
+        (0, 0, "`timestamp` 1970-01-01T00:00:00.000000000Z is before 2000"),
+        (5, 0, "before 2000 (an unset clock, Go's zero time or a duration written as a time?): it beats every real"),
     ],
 )
-def test_validate_flags_a_timestamp_no_valid_timestamp_can_hold(prefix, seconds, nanos, valid):
+def test_validate_flags_a_timestamp_that_wins_or_loses_the_earliest_pick_wrongly(prefix, seconds, nanos, finding):
     """protobuf `timestamp.proto` (protobuf-go `timestamppb.CheckValid`): years 1-9999, nanos in [0, 1e9). flytekit
-    never writes another, while propeller's earliest reader orders any (`AsTime`): such a file wins (before year 1)
-    or loses (after 9999) the earliest pick wrongly."""
+    never writes another, while propeller's earliest reader orders any (`AsTime`, `Time.After`; `gotime.order_key`):
+    such a file wins or loses the earliest pick wrongly, and the finding says which, as `explain` picks it. A valid
+    stamp before 2000 wins every pick too."""
     document = errors_pb2.ErrorDocument.FromString(
         error_document_bytes(code="USER:X", message="m", timestamp_ns=T0, worker="w")
     )
@@ -333,9 +339,16 @@ def test_validate_flags_a_timestamp_no_valid_timestamp_can_hold(prefix, seconds,
     path = prefix("error-a.pb", document.SerializeToString())
     result = run("validate", str(path), "--json")
     findings = json.loads(result.output)["files"][0]["findings"]
-    assert (result.exit_code, [f["check"] for f in findings]) == ((0, []) if valid else (1, ["timestamp"]))
-    if not valid:
-        assert f"({seconds} s, {nanos} ns) is not a valid Timestamp" in findings[0]["message"]
+    assert (result.exit_code, [f["check"] for f in findings]) == ((0, []) if finding is None else (1, ["timestamp"]))
+    if finding is not None:
+        assert finding in findings[0]["message"]
+        # what it says about the earliest pick is what the reader does next to a real file
+        prefix("error-b.pb", error_document_bytes(code="USER:Y", message="m", timestamp_ns=T0, worker="v"))
+        winner = explain_json(str(prefix.path))["error"]["worker"]
+        if "wins every" in finding or "beats every" in finding:
+            assert winner == "w"
+        elif "loses every" in finding:
+            assert winner == "v"
 
 
 def test_validate_takes_the_size_limit_from_the_flag_or_the_deployment(prefix):
