@@ -382,11 +382,10 @@ class EarliestErrorReader:
             return RULE_BAD_FORMAT
         if len(parsed) == 1:
             return RULE_ONLY_CANDIDATE
+        tie = stamps.count(stamps[winner_index]) > 1  # another candidate's stamp orders equal to the winner's
         if winner.error is not None and winner.error.timestamp_ns is None:
-            return RULE_EPOCH
-        if stamps.count(stamps[winner_index]) > 1:  # another candidate's stamp orders equal to the winner's
-            return RULE_TIE
-        return RULE_EARLIEST
+            return f"{RULE_EPOCH}; {RULE_TIE}" if tie else RULE_EPOCH
+        return RULE_TIE if tie else RULE_EARLIEST
 
 
 @lru_cache(maxsize=64)

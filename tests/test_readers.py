@@ -77,6 +77,18 @@ def test_missing_timestamp_reads_as_epoch_and_beats_everything():
     assert result.rule == RULE_EPOCH
 
 
+def test_two_missing_timestamps_tie_at_the_epoch_and_the_first_listed_wins():
+    """`EarliestFileErrorReader.ReadError` keeps a later file only when its `AsTime()` is strictly before: two epochs
+    tie, so listing order decides, and the rule says both (it used to say the epoch alone)."""
+    result = earliest(
+        ("error-b.pb", doc(worker="b", timestamp_ns=None)),
+        ("error-a.pb", doc(worker="a", timestamp_ns=None)),
+        ("error-c.pb", doc(worker="c", timestamp_ns=T0)),
+    )
+    assert result.error.worker == "a"
+    assert result.rule == f"{RULE_EPOCH}; {RULE_TIE}"
+
+
 def test_document_without_error_is_system_recoverable_bad_format_and_wins():
     """`errorDoc2ExecutionError`: nil `error` -> SYSTEM, recoverable, `ErrorFileBadFormat` (epoch stamp)."""
     result = earliest(
