@@ -7,11 +7,13 @@ renders the JSON `aggsim explain --json` prints.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from aggregation.gotime import rfc3339_nanos
 from aggregation.propeller import (
+    UINT32_MAX,
     JobCondition,
     NodeDecision,
     NodeState,
@@ -24,6 +26,7 @@ from aggregation.readers import (
     CANONICAL_ERROR_FILE,
     DEFAULT,
     EARLIEST,
+    STRATEGIES,
     ObservedError,
     ReadResult,
     reader_for,
@@ -33,6 +36,7 @@ from aggregation.replica_env import is_per_worker_file
 from aggregation.storage import OutputPrefix, StorageError, StoreUnreachable, open_prefix
 
 OUTPUTS_FILE = "outputs.pb"
+NOTE_KEYS = 5  # how many keys a note names before it counts the rest (`--json` lists them all)
 
 __all__ = ["Explanation", "explain_prefix", "rfc3339_nanos"]
 
@@ -64,6 +68,15 @@ class Explanation:
                 "(try --strategy earliest)"
             )
         return why
+
+    @property
+    def not_read_note(self) -> Optional[str]:
+        """One line for people: why, and the first few keys (`NOTE_KEYS`)."""
+        if not self.not_read:
+            return None
+        shown = ", ".join(self.not_read[:NOTE_KEYS])
+        more = f" and {len(self.not_read) - NOTE_KEYS} more" if len(self.not_read) > NOTE_KEYS else ""
+        return f"not read ({self.not_read_reason}): {shown}{more}"
 
     @property
     def error(self) -> Optional[ObservedError]:
@@ -125,7 +138,7 @@ def _error_json(error: Optional[ObservedError], source: str) -> Optional[dict[st
 
 
 def explain_prefix(
-    prefix: Union[str, OutputPrefix],
+    prefix: Union[str, "os.PathLike[str]", OutputPrefix],
     strategy: str = EARLIEST,
     outputs_declared: bool = False,
     retries: int = 0,
@@ -141,7 +154,21 @@ def explain_prefix(
     `note_unread`: with the default reader, also list the prefix (a request propeller does not make, counted
     outside `requests`) for the error files that reader never reads.
     """
-    store = open_prefix(prefix) if isinstance(prefix, str) else prefix
+    _check_arguments(prefix, strategy, retries, state, config)
+    store = open_prefix(os.fspath(prefix)) if isinstance(prefix, (str, os.PathLike)) else prefix
+    return explain_store(store, strategy, outputs_declared, retries, state, config, note_unread)
+
+
+def explain_store(
+    store: OutputPrefix,
+    strategy: str,
+    outputs_declared: bool,
+    retries: int,
+    state: NodeState,
+    config: PropellerConfig,
+    note_unread: bool = False,
+) -> Explanation:
+    """`explain_prefix` for an open store and arguments already checked (the simulator's propeller, every round)."""
     read = reader_for(strategy, config.max_payload_bytes).read(store)
     outputs_exist, outputs_too_large = False, None
     if outputs_declared and read.error is None and read.round_error is None:
@@ -165,6 +192,26 @@ def explain_prefix(
     if note_unread and read.strategy == DEFAULT:
         not_read = _other_error_files(store)
     return Explanation(store.location, read, outcome, decision, requests, not_read)
+
+
+def _check_arguments(prefix, strategy, retries, state, config) -> None:
+    """A caller's mistake is one line naming the argument (the CLI's options are checked by click)."""
+    if not isinstance(prefix, (str, os.PathLike)) and not hasattr(prefix, "list_pages"):
+        raise TypeError(f"explain_prefix: prefix must be a path, a URL or an OutputPrefix, got {prefix!r}")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"explain_prefix: strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    if not isinstance(state, NodeState):
+        raise TypeError(f"explain_prefix: state must be a NodeState, got {state!r}")
+    if not isinstance(config, PropellerConfig):
+        raise TypeError(f"explain_prefix: config must be a PropellerConfig, got {config!r}")
+    # Flyte keeps these as uint32 (`RetryStrategy.retries`, `NodeStatus.Attempts` / `SystemFailures`)
+    for label, value in (
+        ("retries", retries),
+        ("attempts", state.attempts),
+        ("system_failures", state.system_failures),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= UINT32_MAX:
+            raise ValueError(f"explain_prefix: {label} must be an integer in [0, {UINT32_MAX}], got {value!r}")
 
 
 def _other_error_files(store: OutputPrefix) -> tuple[str, ...]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from aggregation.engine import Clock
-from aggregation.explain import explain_prefix
+from aggregation.explain import explain_store
 from aggregation.kinds import JobCondition
 from aggregation.nanoseconds import on_the_clock
 from aggregation.pods import Upload
@@ -130,7 +130,7 @@ class PropellerActor:
             self._decided(condition, (), None, outcome, node_decision(outcome, spec.retries, self.state, self.config))
             return
         prefix, seen = self.snapshot()
-        explanation = explain_prefix(
+        explanation = explain_store(
             prefix,
             EARLIEST if spec.error_aggregation else DEFAULT,
             spec.outputs_declared,

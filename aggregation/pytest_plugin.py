@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from pathlib import Path, PurePosixPath
 from typing import Optional, Union
 
@@ -24,17 +25,37 @@ import pytest
 
 from aggregation.documents import error_document_bytes
 from aggregation.explain import Explanation, explain_prefix, rfc3339_nanos
+from aggregation.gotime import NANOS
+from aggregation.kinds import FinalPhase
 from aggregation.propeller import NodeState, PropellerConfig
+from aggregation.readers import CANONICAL_ERROR_FILE
 from aggregation.replica_env import per_worker_file_name
-from aggregation.storage import open_prefix
-from aggregation.validate import validate_prefix
+from aggregation.validate import TIMESTAMP_SECONDS, validate_target
 
-UINT32_MAX = 2**32 - 1  # Flyte's type for retries and attempt counters
+ORIGINS = ("USER", "SYSTEM")  # what flytekit's entrypoint writes as `origin`
 
 #: The instant offsets are measured from (any fixed time works; this one reads well).
 BASE_TIME_NS = 1_796_000_000 * 10**9
 
 __all__ = ["ErrorPrefix", "assert_verdict", "assert_valid_error_files", "assert_scenario", "explain_candidates"]
+
+
+def _offset_stamp(offset) -> int:
+    """The stamp `offset` seconds after `BASE_TIME_NS`, within the years a Timestamp holds (flytekit writes none
+    other)."""
+    if isinstance(offset, bool) or not isinstance(offset, (int, float)):
+        raise TypeError(f"ErrorPrefix.add: offset must be a finite number of seconds or None, got {offset!r}")
+    low, high = TIMESTAMP_SECONDS[0] * NANOS, (TIMESTAMP_SECONDS[1] + 1) * NANOS - 1
+    earliest, latest = (low - BASE_TIME_NS) / NANOS, (high - BASE_TIME_NS) / NANOS
+    stamp = None
+    if (isinstance(offset, int) or math.isfinite(offset)) and earliest <= offset <= latest:  # no float past it
+        stamp = BASE_TIME_NS + round(offset * NANOS)
+    if stamp is None or not low <= stamp <= high:
+        raise ValueError(
+            f"ErrorPrefix.add: offset must be finite seconds keeping the stamp within years 1-9999 "
+            f"({earliest:.6g}..{latest:.6g} s), or None; got {offset!r}"
+        )
+    return stamp
 
 
 class ErrorPrefix:
@@ -43,6 +64,7 @@ class ErrorPrefix:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
+        self._added = 0  # names per-worker files without listing the prefix at every add
 
     def add(
         self,
@@ -55,48 +77,67 @@ class ErrorPrefix:
         offset: Optional[float] = 0.0,
         name: Optional[str] = None,
     ) -> Path:
-        """Write one error document as flytekit would; `offset` seconds after a fixed base (None: no timestamp).
+        """Write one error document as flytekit's entrypoint would; `offset` seconds after a fixed base (None: no
+        timestamp).
 
-        The file is named `error-<hex>.pb` (as with `_F_DES` set) unless `name` says otherwise; `name` is a key
-        relative to the prefix and must stay inside it.
-        """
-        for label, value in (("worker", worker), ("origin", origin), ("message", message)):
+        With a `worker`, the file is `error-<hex>.pb`, as flytekit names it when `_F_DES` is set (which is also when
+        it fills in the worker); without one, `error.pb`, as without `_F_DES` (a second such add replaces the first:
+        the last writer wins). `name`, a key relative to the prefix that must stay inside it, says otherwise. The
+        default code is flytekit's: `USER:Recoverable` or `USER:RuntimeError` for a user error, `SYSTEM` for a
+        system one (`_dispatch_execute`)."""
+        for label, value in (("worker", worker), ("message", message), ("code", code)):
+            if value is None and label == "code":
+                continue
             if not isinstance(value, str):
-                raise TypeError(f"ErrorPrefix.add: {label} must be a str, got {type(value).__name__} {value!r}")
-        if code is not None and not isinstance(code, str):
-            raise TypeError(f"ErrorPrefix.add: code must be a str or None, got {type(code).__name__} {code!r}")
-        if offset is not None and (
-            isinstance(offset, bool) or not isinstance(offset, (int, float)) or not math.isfinite(offset)
-        ):
-            raise TypeError(f"ErrorPrefix.add: offset must be a finite number of seconds or None, got {offset!r}")
+                allowed = "a str or None" if label == "code" else "a str"
+                raise TypeError(f"ErrorPrefix.add: {label} must be {allowed}, got {type(value).__name__} {value!r}")
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"ErrorPrefix.add: {label} is not valid text (a lone surrogate): {value!r}") from None
+        if not isinstance(recoverable, bool):
+            raise TypeError(f"ErrorPrefix.add: recoverable must be True or False, got {recoverable!r}")
+        if origin not in ORIGINS:
+            raise ValueError(f"ErrorPrefix.add: origin must be one of {', '.join(ORIGINS)}, got {origin!r}")
+        timestamp_ns = None if offset is None else _offset_stamp(offset)
         if code is None:
-            code = "USER:Recoverable" if recoverable else ("USER:RuntimeError" if origin == "USER" else "SYSTEM")
-        timestamp_ns = None if offset is None else BASE_TIME_NS + round(offset * 1e9)
-        if name is None:
-            digest = hashlib.blake2b(f"{worker}/{len(list(self.path.iterdir()))}".encode(), digest_size=16)
+            code = "SYSTEM" if origin == "SYSTEM" else "USER:Recoverable" if recoverable else "USER:RuntimeError"
+        if name is None and not worker:
+            name = CANONICAL_ERROR_FILE
+        elif name is None:
+            self._added += 1
+            digest = hashlib.blake2b(f"{worker}/{self._added}".encode(), digest_size=16)
             name = per_worker_file_name(digest.hexdigest())
         target = self._inside(name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(
-            error_document_bytes(
-                code=code,
-                message=message or f"{code} on {worker or 'a pod'}",
-                recoverable=recoverable,
-                origin=origin,
-                timestamp_ns=timestamp_ns,
-                worker=worker,
-            )
+        data = error_document_bytes(
+            code=code,
+            message=message or f"{code} on {worker or 'a pod'}",
+            recoverable=recoverable,
+            origin=origin,
+            timestamp_ns=timestamp_ns,
+            worker=worker,
         )
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        except OSError as e:
+            raise ValueError(f"ErrorPrefix.add: name {name!r} cannot be written: {e.strerror or e}") from None
         return target
 
     def _inside(self, name: str) -> Path:
-        """`name` as a key under the prefix; a name that would leave it (absolute, `..`) is refused."""
+        """`name` as a key under the prefix; a name that would leave it (absolute, `..`, a symbolic link out) or that
+        names no file (the prefix itself, a trailing '/') is refused."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"ErrorPrefix.add: name must be a non-empty key, got {name!r}")
         parts = PurePosixPath(name).parts
-        if PurePosixPath(name).is_absolute() or ".." in parts or "\\" in name:
+        if PurePosixPath(name).is_absolute() or ".." in parts or "\\" in name or "\0" in name:
             raise ValueError(f"ErrorPrefix.add: name {name!r} must be a key inside the prefix (relative, no '..')")
-        return self.path.joinpath(*parts)
+        if name.endswith("/") or not parts or parts == (".",):
+            raise ValueError(f"ErrorPrefix.add: name {name!r} names a directory, not an object key")
+        target = self.path.joinpath(*parts)
+        if not target.parent.resolve().is_relative_to(self.path.resolve()):
+            raise ValueError(f"ErrorPrefix.add: name {name!r} leads out of the prefix through a symbolic link")
+        return target
 
     def add_outputs(self) -> Path:
         """An (empty) outputs.pb, as rank 0 uploads on success."""
@@ -116,11 +157,9 @@ class ErrorPrefix:
         config: PropellerConfig = PropellerConfig(),
     ) -> Explanation:
         """What propeller concludes if it observes the job Succeeded now."""
-        for label, value in (("retries", retries), ("attempts", attempts), ("system_failures", system_failures)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= UINT32_MAX:
-                raise ValueError(f"ErrorPrefix.explain: {label} must be an integer in [0, {UINT32_MAX}], got {value!r}")
+        # as `aggsim explain` does: the default reader's verdict also names the error files it never reads
         return explain_prefix(
-            str(self.path), strategy, outputs_declared, retries, NodeState(attempts, system_failures), config
+            str(self.path), strategy, outputs_declared, retries, NodeState(attempts, system_failures), config, True
         )
 
 
@@ -138,6 +177,8 @@ def explain_candidates(explanation: Explanation) -> str:
                 f"{error.code} {error.kind} {'recoverable' if error.recoverable else 'non-recoverable'} "
                 f"worker={error.worker or '-'}"
             )
+    if explanation.not_read:
+        lines.append(explanation.not_read_note)
     if explanation.read.round_error:
         lines.append(f"round error: {explanation.read.round_error}")
     decision = explanation.decision
@@ -166,10 +207,19 @@ def assert_verdict(
         raise TypeError("assert_verdict: give at least one expectation (worker, code, kind, recoverable, ...)")
     if isinstance(explanation, ErrorPrefix):
         explanation = explanation.explain()
+    if not isinstance(explanation, Explanation):
+        raise TypeError(
+            f"assert_verdict: expected an Explanation (error_prefix.explain(...)) or an ErrorPrefix, got "
+            f"{type(explanation).__name__} {explanation!r}"
+        )
     error = explanation.error
     problems = []
     if no_error and error is not None:
         problems.append(f"expected no error, got {error.code} from {error.path}")
+    elif no_error and explanation.read.round_error:  # no error is reported, and none is the verdict: the round fails
+        problems.append(f"expected no error, but propeller's read fails the round: {explanation.read.round_error}")
+    elif no_error and explanation.outcome.phase.value != "SUCCEEDED":
+        problems.append(f"expected no error, but the task phase is {explanation.outcome.phase.value}")
     expected = {"worker": worker, "code": code, "kind": kind, "recoverable": recoverable}
     for field, want in expected.items():
         if want is None:
@@ -186,11 +236,14 @@ def assert_verdict(
 
 
 def assert_valid_error_files(location: Union[str, Path], *, allow_empty: bool = False) -> None:
-    """The checks of `aggsim validate`, for every error* file your task code left under `location`.
+    """The checks of `aggsim validate`, for every error* file your task code left under `location` (or for the one
+    file `location` names).
 
     No error file at all fails too (as `aggsim validate` does), unless `allow_empty`: a task that was meant
     to fail and wrote nothing is what upstream's plugin does after a preemption."""
-    reports = validate_prefix(open_prefix(str(location)))
+    if not isinstance(location, (str, os.PathLike)):
+        raise TypeError(f"assert_valid_error_files: location must be a path or URL, got {location!r}")
+    reports = validate_target(os.fspath(location))
     if not reports and not allow_empty:
         pytest.fail(f"no error files under {location} (pass allow_empty=True if that is expected)", pytrace=False)
     failures = [
@@ -210,6 +263,11 @@ def assert_scenario(
     """Simulate a scenario file and check its final phase and attempt count (at least one of them)."""
     if final_phase is None and attempts is None:
         raise TypeError("assert_scenario: give final_phase or attempts (an assertion that checks nothing passes)")
+    phases = [phase.value for phase in FinalPhase]
+    if final_phase is not None and final_phase not in phases:
+        raise ValueError(f"assert_scenario: final_phase must be one of {', '.join(phases)}, got {final_phase!r}")
+    if attempts is not None and (isinstance(attempts, bool) or not isinstance(attempts, int)):
+        raise TypeError(f"assert_scenario: attempts must be an int, got {type(attempts).__name__} {attempts!r}")
     from aggregation.report import timeline_lines
     from aggregation.scenario import load_scenario
     from aggregation.simulate import simulate

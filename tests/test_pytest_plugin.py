@@ -118,13 +118,71 @@ def test_a_nested_key_stays_inside(tmp_path):
     assert prefix.add("w", name="errors/error-1.pb") == tmp_path / "prefix" / "errors" / "error-1.pb"
 
 
-@pytest.mark.parametrize("field, value", [("worker", 7), ("code", 1.5), ("message", None), ("offset", "soon"),
-                                          ("offset", float("nan")), ("offset", True)])
+@pytest.mark.parametrize(
+    "field, value",
+    [("worker", 7), ("code", 1.5), ("message", None), ("offset", "soon"), ("offset", True), ("recoverable", "no")],
+)
 def test_wrongly_typed_arguments_say_which_one(tmp_path, field, value):
     from aggregation.pytest_plugin import ErrorPrefix
 
     with pytest.raises(TypeError, match=field):
         ErrorPrefix(tmp_path).add(**{"worker": "w", field: value})
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("offset", float("nan")),
+        ("offset", 1e300),  # used to overflow converting to nanoseconds
+        ("offset", 10**400),  # used to overflow in math.isfinite
+        ("offset", 1e13),  # past year 9999 (a Timestamp flytekit cannot write): used to be protobuf's own error
+        ("offset", -1e18),
+        ("origin", "user"),  # flytekit writes USER or SYSTEM
+        ("worker", "pod-\udc80"),  # a lone surrogate is no UTF-8: used to be a UnicodeEncodeError
+        ("message", "\ud800"),
+        ("name", "."),  # the prefix itself, not an object key: used to be IsADirectoryError
+        ("name", "errors/"),
+        ("name", "error\0.pb"),
+        ("name", "e" * 300 + ".pb"),  # longer than a file name may be: the OS error, named
+    ],
+)
+def test_a_value_flytekit_could_not_write_is_refused_naming_the_argument(tmp_path, field, value):
+    from aggregation.pytest_plugin import ErrorPrefix
+
+    prefix = ErrorPrefix(tmp_path / "prefix")
+    with pytest.raises(ValueError, match=f"ErrorPrefix.add: {field}") as caught:
+        prefix.add(**{"worker": "w", field: value})
+    assert "\n" not in str(caught.value)
+    assert list(prefix.path.iterdir()) == []
+
+
+def test_a_name_through_a_symbolic_link_out_of_the_prefix_is_refused(tmp_path):
+    from aggregation.pytest_plugin import ErrorPrefix
+
+    prefix = ErrorPrefix(tmp_path / "prefix")
+    (tmp_path / "outside").mkdir()
+    (prefix.path / "link").symlink_to(tmp_path / "outside")
+    with pytest.raises(ValueError, match="leads out of the prefix"):
+        prefix.add("w", name="link/error-x.pb")
+    assert list((tmp_path / "outside").iterdir()) == []
+
+
+def test_add_names_and_codes_files_as_flytekit_s_entrypoint_does(tmp_path):
+    """flytekit `entrypoint.py`: `_build_error_file_name` and `_get_worker_name` give `error-<uuid>.pb` and the
+    pod's name together (with `_F_DES`) or `error.pb` and no name; `_dispatch_execute` writes code `SYSTEM` for
+    a system error, recoverable or not. What `add` writes therefore passes `aggsim validate`'s checks."""
+    from aggregation.pytest_plugin import ErrorPrefix, assert_valid_error_files
+
+    prefix = ErrorPrefix(tmp_path / "prefix")
+    first = prefix.add(offset=1.0, code="USER:First")
+    assert first.name == "error.pb"
+    assert prefix.add(offset=2.0, code="USER:Second") == first  # no _F_DES: one shared file, the last writer's
+    assert prefix.explain(strategy="default").error.code == "USER:Second"
+    system = prefix.add("train-worker-1", origin="SYSTEM", recoverable=True)
+    assert system.name.startswith("error-") and prefix.explain().read.candidates[0].error.code == "SYSTEM"
+    assert prefix.add("train-worker-1", origin="SYSTEM").name != system.name  # each add is a file of its own
+    assert_valid_error_files(prefix.path)
+    assert_valid_error_files(system)  # one file, as `aggsim validate FILE`
 
 
 @pytest.mark.parametrize("counter", ["retries", "attempts", "system_failures"])
@@ -147,3 +205,80 @@ def test_assertions_that_check_nothing_are_refused(tmp_path):
     with pytest.raises(pytest.fail.Exception, match="no error files"):
         assert_valid_error_files(tmp_path / "p")
     assert_valid_error_files(tmp_path / "p", allow_empty=True)
+
+
+def test_no_error_fails_where_propeller_s_read_fails_the_round(tmp_path):
+    """flyteplugins `remote_file_output_reader.go`: a file that does not decode, or one over `maxDownloadMBs`, is a Go
+    error from `ReadError`, so the round fails with no verdict (docs/propeller-semantics.md); after enough such
+    rounds the workflow aborts. No error is reported, and that is no success: `no_error` used to pass."""
+    from aggregation.pytest_plugin import ErrorPrefix, assert_verdict
+
+    undecodable = ErrorPrefix(tmp_path / "undecodable")
+    undecodable.add("w", name="error-x.pb")
+    (undecodable.path / "error-x.pb").write_bytes(b"\xff\xff\xff")
+    with pytest.raises(pytest.fail.Exception, match="expected no error, but propeller's read fails the round"):
+        assert_verdict(undecodable.explain(), no_error=True)
+    too_large = ErrorPrefix(tmp_path / "too-large")
+    too_large.add(message="m" * (2 * 2**20 + 1))
+    with pytest.raises(pytest.fail.Exception, match="fails the round"):
+        assert_verdict(too_large.explain(strategy="default"), no_error=True)
+    assert_verdict(ErrorPrefix(tmp_path / "empty").explain(), no_error=True, task_phase="SUCCEEDED")
+
+
+def test_a_failure_message_names_the_files_the_default_reader_never_reads(tmp_path):
+    """As `aggsim explain` does: "no error file" next to per-worker files says the deployment runs aggregation."""
+    from aggregation.pytest_plugin import ErrorPrefix, assert_verdict
+
+    prefix = ErrorPrefix(tmp_path / "prefix")
+    prefix.add("train-worker-1", recoverable=True, name="error-1.pb")
+    prefix.add("train-worker-0", name="error-0.pb")
+    with pytest.raises(pytest.fail.Exception) as caught:
+        assert_verdict(prefix.explain(strategy="default", retries=2), decision="RETRY")
+    assert "not read (the default reader reads only error.pb; pods name their files error-<uuid>.pb only when" in str(
+        caught.value
+    )
+    assert "error-0.pb, error-1.pb" in str(caught.value)
+
+
+def test_the_helpers_refuse_arguments_of_the_wrong_kind_in_one_line(tmp_path):
+    from aggregation.pytest_plugin import assert_scenario, assert_valid_error_files, assert_verdict
+
+    with pytest.raises(TypeError, match="assert_verdict: expected an Explanation"):
+        assert_verdict(str(tmp_path), no_error=True)
+    with pytest.raises(TypeError, match="assert_valid_error_files: location must be a path"):
+        assert_valid_error_files(5)
+    with pytest.raises(TypeError, match="assert_scenario: attempts must be an int"):
+        assert_scenario("preemption_during_training", attempts="1")  # used to fail with "expected 1, got 1"
+    with pytest.raises(TypeError, match="attempts must be an int"):
+        assert_scenario("preemption_during_training", attempts=True)  # used to pass as 1
+    with pytest.raises(ValueError, match="final_phase must be one of SUCCEEDED, SUCCEEDED_SILENTLY"):
+        assert_scenario("preemption_during_training", final_phase="succeeded_silently")
+    assert_scenario("preemption_during_training", plugin="upstream", final_phase="SUCCEEDED_SILENTLY", attempts=1)
+
+
+@pytest.mark.parametrize(
+    "arguments, error, named",
+    [
+        ({"retries": -2}, ValueError, "retries must be an integer in [0, 4294967295]"),  # used to wrap and retry
+        ({"retries": True}, ValueError, "retries"),
+        ({"retries": 1.5}, ValueError, "retries"),
+        ({"retries": None}, ValueError, "retries"),
+        ({"strategy": "latest"}, ValueError, "strategy must be one of earliest, default"),
+        ({"config": None}, TypeError, "config must be a PropellerConfig"),
+        ({"state": (1, 0)}, TypeError, "state must be a NodeState"),
+    ],
+)
+def test_explain_prefix_refuses_a_caller_s_mistake_naming_the_argument(tmp_path, arguments, error, named):
+    """The documented Python API checks what the CLI's options check (Flyte's counters are uint32)."""
+    from aggregation import explain_prefix
+
+    with pytest.raises(error, match=named.replace("[", r"\[").replace("]", r"\]")):
+        explain_prefix(str(tmp_path), **arguments)
+
+
+def test_explain_prefix_takes_a_path_object(tmp_path):
+    from aggregation import explain_prefix
+    from aggregation.pytest_plugin import ErrorPrefix
+
+    ErrorPrefix(tmp_path).add("w", recoverable=True)
+    assert explain_prefix(tmp_path, retries=1).decision.decision.value == "RETRY"
