@@ -18,7 +18,9 @@ fill (flyteorg/flyte v1.16.8):
 Several files merge in order (flyte-core mounts one per concern), later ones winning. Keys the model
 does not use are ignored, as propeller ignores keys of sections it does not own; a value of the wrong
 type is a one-line error naming the file and the key, and so is what would keep propeller from starting: a key
-given twice in one mapping (Go's YAML parser refuses it) or a section the model reads that is not a mapping.
+given twice in one mapping (Go's YAML parser refuses it) or a section the model reads that is not a mapping. Keys
+match without case (viper lower-cases them); a key the model reads spelt in two mixed cases in one mapping is an
+error too, since Go's random map order picks its value.
 """
 
 from __future__ import annotations
@@ -68,10 +70,32 @@ class Deployment:
         return replace(base, **changes)
 
 
+@dataclass(frozen=True)
+class _SpelledTwice:
+    """Two or more spellings of one key, none of them all lower case, in one mapping: which value viper keeps is Go's
+    random map order (below)."""
+
+    spellings: tuple[str, ...]
+
+
 def _lower_keys(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {str(k).lower(): _lower_keys(v) for k, v in node.items()}
-    return node
+    """Keys as viper keeps them (spf13/viper v1.21.0 `util.go` `insensitiviseMap`, at every read): it ranges over the
+    map, deleting each key that is not all lower case and storing its value under the lower-cased key. So of a key
+    written in several cases in one mapping, a mixed-case spelling's value replaces the lower-case one's whatever the
+    order; between two mixed-case spellings, the one Go's random map order visits last wins."""
+    if not isinstance(node, dict):
+        return node
+    spellings: dict[str, list] = {}
+    for key, value in node.items():
+        spellings.setdefault(str(key).lower(), []).append((str(key), value))
+    lowered = {}
+    for lower, written in spellings.items():
+        mixed = [(key, value) for key, value in written if key != lower]
+        if len(mixed) > 1:
+            lowered[lower] = _SpelledTwice(tuple(key for key, _ in mixed))
+        else:
+            lowered[lower] = _lower_keys((mixed or written)[0][1])
+    return lowered
 
 
 def _coerce(path: str, value: Any, kind: type, bounds: tuple[int, int], source: str) -> Any:
@@ -140,6 +164,12 @@ def parse_deployment(text: str, source: str) -> dict:
                 node = None
                 break
             node = node[step]
+            if isinstance(node, _SpelledTwice):
+                where = ".".join(path[:depth])
+                raise DeploymentConfigError(
+                    f"{source}: {where + ': ' if where else ''}{' and '.join(node.spellings)} are one key to "
+                    "propeller (viper ignores case) and which value it keeps is Go's random map order: write it once"
+                )
             if depth < len(path) - 1 and node is not None and not isinstance(node, dict):
                 # propeller's decoder (mapstructure) cannot fill a section from a scalar: it does not start
                 section = ".".join(path[: depth + 1])

@@ -78,6 +78,23 @@ def test_sections_match_without_case_and_unknown_keys_are_ignored(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "text, mbs",
+    [
+        ("storage: {limits: {maxDownloadMBs: 1, maxdownloadmbs: 5}}\n", 1),
+        ("storage: {limits: {maxdownloadmbs: 5, maxDownloadMBs: 1}}\n", 1),
+        # the whole section is replaced, not merged: the mixed-case one's has no limits
+        ("storage:\n  limits: {maxDownloadMBs: 1}\nStorage:\n  type: s3\n", None),
+        ("Storage:\n  type: s3\nstorage:\n  limits: {maxDownloadMBs: 1}\n", None),
+    ],
+)
+def test_a_key_spelt_in_two_cases_keeps_the_mixed_case_value_whatever_the_order(tmp_path, text, mbs):
+    """spf13/viper v1.21.0 `util.go` `insensitiviseMap`: ranging over the map, each key not all lower case is deleted
+    and its value stored under the lower-cased key, so it replaces the lower-case spelling's value in either order
+    of the range. PyYAML's mapping kept the spelling written last."""
+    assert load_deployment([write(tmp_path, text)]).values.get("max_download_mbs") == mbs
+
+
+@pytest.mark.parametrize(
     "text, message",
     [
         ("storage:\n  limits:\n    maxDownloadMBs: lots\n", "storage.limits.maxdownloadmbs: expected an integer"),
@@ -90,6 +107,12 @@ def test_sections_match_without_case_and_unknown_keys_are_ignored(tmp_path):
         # mapstructure cannot fill propeller's Config from a scalar: propeller would not start
         ("propeller: 5\n", "propeller: expected a section (a mapping), got 5"),
         ("storage:\n  limits: big\n", "storage.limits: expected a section (a mapping), got 'big'"),
+        # two mixed-case spellings of one key: which one viper's lower-casing keeps is Go's random map order
+        (
+            "storage:\n  limits:\n    maxDownloadMBs: 1\n    MaxDownloadMBs: 5\n",
+            "storage.limits: maxDownloadMBs and MaxDownloadMBs are one key to propeller (viper ignores case)",
+        ),
+        ("Plugins: {k8s: {}}\nPLUGINS: {k8s: {}}\n", "Plugins and PLUGINS are one key to propeller"),
         ("a: " + "{b: " * 3000 + "1" + "}" * 3000 + "\n", "nested too deeply to be a configuration file"),
     ],
 )
