@@ -703,7 +703,13 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, con
     show_default=True,
     help="enumerate exhaustively up to this many assignments, else sample this many",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="sampling seed")
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="sampling seed (>= 0: Python's Random takes -1 as 1)",
+)
 @click.option("--plugin", "plugins", type=PLUGIN_CHOICE, multiple=True, help="plugin variants (default: all three)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @click.option(

@@ -182,6 +182,15 @@ def field_descriptor(message: pb.Scenario, path: str) -> FieldDescriptor:
             raise ScenarioError(f"--vary {path}: {target_type.full_name} has no field {name!r}")
         last = i == len(steps) - 1
         repeated = descriptor.is_repeated
+        chosen = _oneof_choice(target, descriptor)
+        if chosen != name:  # setting it would silently turn the message into another kind (a oneof holds one)
+            where = ".".join(steps[:i]) or "the scenario"
+            holds = (
+                f"is a {chosen}"
+                if chosen
+                else "sets none of " + ", ".join(f.name for f in descriptor.containing_oneof.fields)
+            )
+            raise ScenarioError(f"--vary {path}: {where} {holds}, not a {name}")
         if repeated and index is None:
             raise ScenarioError(f"--vary {path}: {name} is a list; vary one entry's field, e.g. {name}[0]...")
         if not repeated and index is not None:
@@ -207,6 +216,48 @@ def field_descriptor(message: pb.Scenario, path: str) -> FieldDescriptor:
     raise ScenarioError(f"--vary {path}: empty field path")  # pragma: no cover - split never yields nothing
 
 
+def _oneof_choice(target, descriptor: FieldDescriptor) -> Optional[str]:
+    """The member set in the oneof `descriptor` belongs to (its own name when it is in none, or in proto3's synthetic
+    one of an `optional` field)."""
+    oneof = descriptor.containing_oneof
+    if oneof is None or (len(oneof.fields) == 1 and oneof.name == f"_{descriptor.name}"):
+        return descriptor.name
+    return target.WhichOneof(oneof.name)
+
+
+def canonical_path(path: str) -> str:
+    """A field path as one spelling (`attempts[00]` is `attempts[0]`), so one field is one name."""
+    steps = []
+    for step in path.split("."):
+        name, index = _STEP.fullmatch(step).groups()
+        steps.append(name if index is None else f"{name}[{int(index)}]")
+    return ".".join(steps)
+
+
+#: fields a sweep's cells (or prove's --plugin / --aggregation) set in every case, whatever --vary says
+CELL_FIELDS = {"plugin": "--plugin", "propeller.error_aggregation": "--aggregation/--no-aggregation"}
+
+
+def check_varied_fields(names: Sequence[str], fixed: Sequence[str] = tuple(CELL_FIELDS), deployment=None) -> None:
+    """One field varied once, and never one something else sets in every case: `fixed` of `CELL_FIELDS`, and the
+    propeller settings a `--propeller-config` deployment makes (`ScenarioSpec.with_deployment`)."""
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise ScenarioError(f"--vary {name}: given twice")
+        seen.add(name)
+        if name in fixed:
+            raise ScenarioError(
+                f"--vary {name}: set in every case by {CELL_FIELDS[name]} (a sweep plays each plugin and flag unless "
+                f"told), so varying it would change nothing; use {CELL_FIELDS[name]}"
+            )
+        step = name.removeprefix("propeller.")
+        if deployment is not None and name.startswith("propeller.") and step in deployment.values:
+            raise ScenarioError(
+                f"--vary {name}: --propeller-config sets it in every case, so varying it would change nothing"
+            )
+
+
 def typed_value(path: str, descriptor: FieldDescriptor, text: str):
     """One value of a `--vary` list, read by the field's type."""
     kind = descriptor.type
@@ -222,6 +273,8 @@ def typed_value(path: str, descriptor: FieldDescriptor, text: str):
             return text  # protobuf sets an enum field by its name, and the name is what a report should print
         names = ", ".join(v.name for v in enum.values)
         raise ScenarioError(f"--vary {path}: {text!r} is not a {enum.name} (expected one of {names})")
+    if "_" in text:  # Python reads 1_0 as 10; a scenario file would not
+        raise ScenarioError(f"--vary {path}: {text!r} is not a number")
     if kind in INTEGER_RANGES:
         low, high = INTEGER_RANGES[kind]
         try:
@@ -246,6 +299,7 @@ def parse_variation(text: str, message: pb.Scenario) -> Variation:
         raise ScenarioError(f"--vary {text!r}: expected FIELD=RANGE")
     name, spec = (part.strip() for part in text.split("=", 1))
     descriptor = field_descriptor(message, name)
+    name = canonical_path(name)
     numeric = descriptor.type in INTEGER_RANGES or descriptor.type in (descriptor.TYPE_DOUBLE, descriptor.TYPE_FLOAT)
     if ":" in spec and numeric:
         parts = spec.split(":")
@@ -266,10 +320,21 @@ def parse_variation(text: str, message: pb.Scenario) -> Variation:
                 f"--vary {text!r}: {count:,} values, over the {MAX_VALUES_PER_FIELD:,} a field may take; widen the step"
             )
         return Variation(name, NumberRange(start, step, count, descriptor.type in INTEGER_RANGES))
-    values = tuple(typed_value(name, descriptor, v.strip()) for v in spec.split(",") if v.strip())
-    if not values:
-        raise ScenarioError(f"--vary {text!r}: no values")
+    values = listed_values(text, name, descriptor, spec)
+    repeated = next((v for i, v in enumerate(values) if v in values[:i]), None)
+    if repeated is not None:  # a grid point listed twice would be counted twice
+        raise ScenarioError(f"--vary {text!r}: {repeated} is listed twice")
     return Variation(name, values)
+
+
+def listed_values(text: str, name: str, descriptor: FieldDescriptor, spec: str) -> tuple:
+    """The values of `FIELD=a,b,c`, each read by the field's type; an empty one is a mistake, not a skip."""
+    parts = [part.strip() for part in spec.split(",")]
+    if not any(parts):
+        raise ScenarioError(f"--vary {text!r}: no values")
+    if not all(parts):
+        raise ScenarioError(f"--vary {text!r}: an empty value between commas")
+    return tuple(typed_value(name, descriptor, part) for part in parts)
 
 
 def assign_field(message: pb.Scenario, path: str, value) -> None:
@@ -395,6 +460,7 @@ def sweep(
     the scenario's propeller settings in every case.
     """
     source.spec(plugin_override=plugins[0])  # the scenario as written must be valid, whatever we vary
+    check_varied_fields([v.field for v in variations], deployment=deployment)
     plan, planned, exhaustive = assignments(variations, samples, seed)
     cells = [Cell(plugin, flag) for plugin in plugins for flag in flags]
     meaning = outcome_meanings(source.message)

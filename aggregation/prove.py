@@ -73,12 +73,15 @@ def parse_range(text: str, message: pb.Scenario) -> "Interval | Choice":
         raise ScenarioError(f"--vary {text!r}: expected FIELD=LO..HI or FIELD=a,b,c")
     name, spec = (part.strip() for part in text.split("=", 1))
     descriptor = explore.field_descriptor(message, name)
+    name = explore.canonical_path(name)
     numeric = descriptor.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT)
     if ".." in spec:
         whole = descriptor.type in explore.INTEGER_RANGES
         if not numeric and not whole:
             raise ScenarioError(f"--vary {text!r}: {name} takes no range of values; list them: {name}=a,b")
         low_text, high_text = (part.strip() for part in spec.split("..", 1))
+        if low_text.endswith(".") or high_text.startswith("."):  # 0...10 is no 0..0.1
+            raise ScenarioError(f"--vary {text!r}: a range is LO..HI, with two dots")
         low = explore.typed_value(name, descriptor, low_text)
         high = explore.typed_value(name, descriptor, high_text)
         if high < low:
@@ -93,9 +96,7 @@ def parse_range(text: str, message: pb.Scenario) -> "Interval | Choice":
         return Interval(name, _as_written(low), _as_written(high))
     if ":" in spec:
         raise ScenarioError(f"--vary {text!r}: prove takes a whole interval LO..HI, not a grid start:stop:step")
-    values = tuple(explore.typed_value(name, descriptor, v.strip()) for v in spec.split(",") if v.strip())
-    if not values:
-        raise ScenarioError(f"--vary {text!r}: no values")
+    values = explore.listed_values(text, name, descriptor, spec)
     if numeric and len(values) == 1:
         return Interval(name, _as_written(values[0]), _as_written(values[0]))
     return Choice(name, tuple(dict.fromkeys(values)))
@@ -423,13 +424,18 @@ class Solver:
         """z3's answer for what the solver holds, within `timeout_ms` and what is left before the deadline (past it:
         unknown, as from a timeout; every caller reads unknown as "not shown")."""
         self.out_of_time = False
-        if self.deadline is not None:
-            left_ms = int((self.deadline - time.perf_counter()) * 1000)
-            if left_ms <= 0:
-                self.out_of_time = True
-                return self.z3.unknown
-            self.solver.set("timeout", min(self.timeout_ms, left_ms))
-        return self.solver.check()
+        if self.deadline is None:
+            return self.solver.check()
+        left_ms = int((self.deadline - time.perf_counter()) * 1000)
+        if left_ms <= 0:
+            self.out_of_time = True
+            return self.z3.unknown
+        self.solver.set("timeout", min(self.timeout_ms, left_ms))
+        result = self.solver.check()
+        # z3 stopped by a timeout that was the budget's end (its clock may stop a hair early), not the check's own
+        budget_ended = left_ms < self.timeout_ms and time.perf_counter() >= self.deadline - 0.05
+        self.out_of_time = result == self.z3.unknown and budget_ended
+        return result
 
     def gave_up(self) -> str:
         """Why the last `check` answered unknown, for people."""
@@ -624,9 +630,11 @@ def prove(
     budget = _Budget(max_paths, max_seconds)
     intervals = tuple(r for r in ranges if isinstance(r, Interval))
     choices = tuple(r for r in ranges if isinstance(r, Choice))
-    names = [r.field for r in ranges]
-    if len(set(names)) != len(names):
-        raise ProveError(f"--vary {next(n for n in names if names.count(n) > 1)}: given twice")
+    fixed = [f for f, given in (("plugin", plugin), ("propeller.error_aggregation", aggregation)) if given is not None]
+    try:
+        explore.check_varied_fields([r.field for r in ranges], fixed, deployment)
+    except ScenarioError as e:
+        raise ProveError(str(e)) from None
     paths: list[PathResult] = []
     unknown = ""
     whole = Problem(source, source.message, intervals, plugin, aggregation, deployment)

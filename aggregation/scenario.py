@@ -71,6 +71,18 @@ class PodTiming:
 
 
 EVENT_KINDS = ("preemption", "worker_error", "completion", "checkpoint", "storage_outage", "truncated_upload")
+#: events that may come after the task's training time (the store's and the upload's); the others are refused there
+AFTER_THE_END_KINDS = ("completion", "storage_outage", "truncated_upload")
+#: events that need the workers training: after the attempt's completion event they have returned (a preemption can
+#: still meet a pod that lingers at the exit barrier; a worker error has no worker left to fail in)
+WORKER_KINDS = ("worker_error",)
+
+
+def training_end(attempt: pb.Attempt, training_seconds: float) -> tuple[float, bool]:
+    """When an attempt's training ends, and whether its completion event says so (else the task's training time;
+    `ScenarioSpec.completion_for`)."""
+    completed = min((e.at_seconds for e in attempt.events if e.WhichOneof("kind") == "completion"), default=None)
+    return (training_seconds, False) if completed is None else (completed, True)
 
 
 @dataclass(frozen=True)
@@ -137,8 +149,9 @@ class ScenarioSpec:
         return self.attempts[attempt] if attempt < len(self.attempts) else ()
 
     def completion_for(self, attempt: int) -> float:
-        """When attempt N's training completes: its completion event's moment, else the task's training time."""
-        return next((e.at for e in self.events_for(attempt) if e.kind == "completion"), self.training_seconds)
+        """When attempt N's training completes: its earliest completion event's moment (events are timed: their order
+        in the file is no part of the scenario), else the task's training time."""
+        return min((e.at for e in self.events_for(attempt) if e.kind == "completion"), default=self.training_seconds)
 
     def map_order_for(self, attempt: int) -> Optional[ReplicaMapOrder]:
         """Attempt N's replica map order, None when the scenario leaves it to Go's random order."""
@@ -368,6 +381,8 @@ def _value_problem(descriptor, value) -> Optional[str]:
             names = ", ".join(v.name for v in descriptor.enum_type.values)
             return f"{value} is not a {descriptor.enum_type.name} (expected one of {names})"
     elif descriptor.type in (descriptor.TYPE_DOUBLE, descriptor.TYPE_FLOAT):
+        if name == "clock_offset_seconds" and math.isfinite(value) and abs(value) > defaults.MAX_CLOCK_OFFSET_SECONDS:
+            return f"must be within +-{defaults.MAX_CLOCK_OFFSET_SECONDS:g} s, got {value}"
         if name.endswith("_seconds"):
             return seconds_problem(value, signed=name in SIGNED_SECONDS)
         if not math.isfinite(value):
@@ -472,14 +487,6 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
             if timings.HasField(proto_name):
                 non_negative(getattr(timings, proto_name), proto_name, f"timings.{proto_name}", occurrence)
-    for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
-        offset = timings.clock_offset_seconds
-        if timings.HasField("clock_offset_seconds") and not abs(offset) <= defaults.MAX_CLOCK_OFFSET_SECONDS:
-            raise where.error(
-                where.line_of("clock_offset_seconds", occurrence),
-                "timings.clock_offset_seconds",
-                f"must be within +-{defaults.MAX_CLOCK_OFFSET_SECONDS:g} s, got {offset}",
-            )
     join_timeout = job.join_timeout_seconds if job.HasField("join_timeout_seconds") else defaults.JOIN_TIMEOUT_SECONDS
     interval = monitor_interval_of(job)
     # the model's clock ticks in nanoseconds (`nanoseconds.on_the_clock`): an agent that looked more often than
@@ -571,6 +578,7 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
                 )
         map_orders.append(ReplicaMapOrder(pb.ReplicaMapOrder.Name(order)) if order else None)
         events = []
+        ends, by_event = training_end(attempt, training)
         for e, event in enumerate(attempt.events):
             field_path = f"attempts[{a}].events[{e}]"
             line = where.line_of(r"\bevents\b", event_occurrence)
@@ -591,11 +599,18 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
                 )
             if event.pod and event.pod not in timings:
                 raise where.error(line, f"{field_path}.pod", f"unknown pod {event.pod!r} (pods: {', '.join(pods)})")
-            if event.at_seconds > training and kind not in ("completion", "storage_outage", "truncated_upload"):
+            if event.at_seconds > training and kind not in AFTER_THE_END_KINDS:
                 raise where.error(
                     line,
                     f"{field_path}.at_seconds",
                     f"{event.at_seconds} is after the job ended (training ends at {training} s)",
+                )
+            if by_event and event.at_seconds > ends and kind in WORKER_KINDS:
+                raise where.error(
+                    line,
+                    f"{field_path}.at_seconds",
+                    f"{event.at_seconds} is after the attempt's completion event at {ends} s: the workers have "
+                    f"returned, and no worker is left to fail",
                 )
             if kind == "preemption" and event.preemption.lands_during_fork and job.start_method != pb.FORK:
                 raise where.error(line, f"{field_path}.preemption.lands_during_fork", "only a fork start method forks")

@@ -160,10 +160,34 @@ def test_any_timing_value_is_simulated_or_refused_in_one_line(field, value):
         ("attempts[7].events[0].at_seconds=1", "has only"),
         ("timings.nope=1", "has no field"),
         ("timings.upload_seconds", "expected FIELD=RANGE"),
+        # a oneof holds one kind: setting another member's field used to turn the preemption into a worker error
+        ("attempts[0].events[1].worker_error.recoverable=true,false", "attempts[0].events[1] is a preemption, not a"),
+        ("attempts[0].events[0].storage_outage.duration_seconds=1,2", "is a checkpoint, not a storage_outage"),
+        # the sweep's cells set these in every case: they used to be listed as varied and change nothing
+        ("plugin=UPSTREAM,SEED_PR", "set in every case by --plugin"),
+        ("propeller.error_aggregation=false", "set in every case by --aggregation/--no-aggregation"),
+        # a grid point listed twice used to be counted twice; an empty value was skipped; 1_0 read as 10
+        ("timings.upload_seconds=1,1", "is listed twice"),
+        ("timings.upload_seconds=1,,2", "an empty value between commas"),
+        ("timings.upload_seconds=1_0", "'1_0' is not a number"),
     ],
 )
 def test_bad_variations_are_refused_in_one_line(vary, needle):
     one_line_error(run("sweep", PREEMPTION, "--vary", vary, "--plugin", "recoverable"), needle)
+
+
+def test_one_field_under_two_spellings_is_one_field_given_twice():
+    """`attempts[00]` is `attempts[0]`: the grid kept one spelling's values and the case label the other's."""
+    result = run(
+        "sweep", PREEMPTION, "--plugin", "upstream", "--vary", "attempts[0].events[1].at_seconds=30.6",
+        "--vary", "attempts[00].events[1].at_seconds=30.0,30.2",
+    )  # fmt: skip
+    one_line_error(result, "--vary attempts[0].events[1].at_seconds: given twice")
+
+
+def test_a_negative_seed_is_refused_not_taken_as_its_absolute_value():
+    """Python's `random.Random(-1)` seeds as `Random(1)`: two seeds would draw one sample."""
+    one_line_error(run("sweep", PREEMPTION, "--seed", "-1", "--plugin", "recoverable"), "--seed")
 
 
 def test_string_fields_are_swept_as_written_even_when_they_look_like_numbers(tmp_path):
@@ -358,3 +382,35 @@ def test_validate_names_a_fifo_or_a_device_as_neither_file_nor_prefix(tmp_path):
     os.mkfifo(fifo)
     one_line_error(run("validate", fifo), "neither a regular file nor a directory")
     one_line_error(run("validate", "/dev/zero"), "neither a regular file nor a directory")
+
+
+def test_a_pod_s_clock_offset_out_of_bounds_is_named_at_its_own_line(tmp_path):
+    """The bound (+-1 h) used to be checked apart from every other value, naming `timings.clock_offset_seconds`
+    and line 1 for a pod's override."""
+    text = TWO_PODS + '\npod_timings {\n  pod: "b"\n  timings { clock_offset_seconds: 99999 }\n}\n'
+    path = scenario(tmp_path, text)
+    line = one_line_error(run("simulate", path), "pod_timings[0].timings.clock_offset_seconds: must be within +-3600 s")
+    assert f"s.textproto:{text.splitlines().index('  timings { clock_offset_seconds: 99999 }') + 1}:" in line
+
+
+def test_a_worker_error_after_the_attempt_s_completion_event_is_refused_not_dropped(tmp_path):
+    """The training ends at the attempt's earliest completion event (`ScenarioSpec.completion_for`) and the workers
+    return: a worker error after it used to be dropped without a word. (A preemption after it still meets pods that
+    linger at the exit barrier, and is played.)"""
+    completes = 'attempts {\n  events { at_seconds: 20 completion {} }\n  events { at_seconds: 50 pod: "b" %s }\n}\n'
+    line = one_line_error(
+        run("simulate", scenario(tmp_path, TWO_PODS + completes % "worker_error {}")),
+        "attempts[0].events[1].at_seconds: 50.0 is after the attempt's completion event at 20.0 s: the workers have",
+    )
+    assert "s.textproto:3:" in line  # the later event's own line
+
+
+def test_the_earliest_completion_event_ends_the_training_whatever_its_place_in_the_file(tmp_path):
+    """Events are timed: the first completion in the file used to end the training even when another came sooner."""
+    from aggregation.scenario import read_scenario
+
+    text = (
+        TWO_PODS
+        + "attempts {\n  events { at_seconds: 30 completion {} }\n  events { at_seconds: 25 completion {} }\n}\n"
+    )
+    assert read_scenario(scenario(tmp_path, text)).spec().completion_for(0) == 25.0
