@@ -210,8 +210,14 @@ def _check_arguments(prefix, strategy, retries, state, config) -> None:
         ("attempts", state.attempts),
         ("system_failures", state.system_failures),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= UINT32_MAX:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"explain_prefix: {label} must be an integer in [0, {UINT32_MAX}], got {value!r}")
+        if not 0 <= value <= UINT32_MAX:
             raise ValueError(f"explain_prefix: {label} must be an integer in [0, {UINT32_MAX}], got {value!r}")
+    if state.system_failures > state.attempts:  # each system failure is one of the node's attempts
+        raise ValueError(
+            f"explain_prefix: system_failures ({state.system_failures}) cannot exceed attempts ({state.attempts})"
+        )
 
 
 def _other_error_files(store: OutputPrefix) -> tuple[str, ...]:

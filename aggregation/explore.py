@@ -21,7 +21,13 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from aggregation import defaults
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
-from aggregation.scenario import PLUGIN_VARIANTS, ModelRefusal, ScenarioError, ScenarioSource, monitor_interval_of
+from aggregation.scenario import (
+    PLUGIN_VARIANTS,
+    ModelRefusal,
+    ScenarioError,
+    ScenarioSource,
+    monitor_interval_of,
+)
 from aggregation.simulate import Execution, each_map_order
 
 #: a point the model refuses to play (`scenario.ModelRefusal`): an outcome of a sweep's point, a region of a map
@@ -183,14 +189,9 @@ def field_descriptor(message: pb.Scenario, path: str) -> FieldDescriptor:
         last = i == len(steps) - 1
         repeated = descriptor.is_repeated
         chosen = _oneof_choice(target, descriptor)
-        if chosen != name:  # setting it would silently turn the message into another kind (a oneof holds one)
+        if chosen is not None and chosen != name:  # it would silently turn the message into another kind
             where = ".".join(steps[:i]) or "the scenario"
-            holds = (
-                f"is a {chosen}"
-                if chosen
-                else "sets none of " + ", ".join(f.name for f in descriptor.containing_oneof.fields)
-            )
-            raise ScenarioError(f"--vary {path}: {where} {holds}, not a {name}")
+            raise ScenarioError(f"--vary {path}: {where} is a {chosen}, not a {name}")
         if repeated and index is None:
             raise ScenarioError(f"--vary {path}: {name} is a list; vary one entry's field, e.g. {name}[0]...")
         if not repeated and index is not None:
@@ -218,7 +219,8 @@ def field_descriptor(message: pb.Scenario, path: str) -> FieldDescriptor:
 
 def _oneof_choice(target, descriptor: FieldDescriptor) -> Optional[str]:
     """The member set in the oneof `descriptor` belongs to (its own name when it is in none, or in proto3's synthetic
-    one of an `optional` field)."""
+    one of an `optional` field; None when none is set, which setting the field chooses: an unset reaction to a peer's
+    death is its default, and an event without a kind is refused by the scenario's own check)."""
     oneof = descriptor.containing_oneof
     if oneof is None or (len(oneof.fields) == 1 and oneof.name == f"_{descriptor.name}"):
         return descriptor.name
@@ -234,28 +236,29 @@ def canonical_path(path: str) -> str:
     return ".".join(steps)
 
 
-#: fields a sweep's cells (or prove's --plugin / --aggregation) set in every case, whatever --vary says
-CELL_FIELDS = {"plugin": "--plugin", "propeller.error_aggregation": "--aggregation/--no-aggregation"}
+#: what a sweep's cells set in every case, whatever --vary says: `fixed` for `check_varied_fields`
+SWEEP_CELLS = {
+    "plugin": "each of a sweep's cells plays one plugin (--plugin picks them)",
+    "propeller.error_aggregation": "a sweep plays aggregation on and off, each in cells of its own",
+}
 
 
-def check_varied_fields(names: Sequence[str], fixed: Sequence[str] = tuple(CELL_FIELDS), deployment=None) -> None:
-    """One field varied once, and never one something else sets in every case: `fixed` of `CELL_FIELDS`, and the
-    propeller settings a `--propeller-config` deployment makes (`ScenarioSpec.with_deployment`)."""
+def check_varied_fields(names: Sequence[str], fixed: Optional[dict] = None, deployment=None) -> None:
+    """One field varied once, and never one something else sets in every case: the propeller settings a
+    `--propeller-config` deployment makes (`ScenarioSpec.with_deployment`), and `fixed` (field -> who sets it)."""
+    fixed = SWEEP_CELLS if fixed is None else fixed
     seen = set()
     for name in names:
         if name in seen:
             raise ScenarioError(f"--vary {name}: given twice")
         seen.add(name)
-        if name in fixed:
-            raise ScenarioError(
-                f"--vary {name}: set in every case by {CELL_FIELDS[name]} (a sweep plays each plugin and flag unless "
-                f"told), so varying it would change nothing; use {CELL_FIELDS[name]}"
-            )
         step = name.removeprefix("propeller.")
         if deployment is not None and name.startswith("propeller.") and step in deployment.values:
             raise ScenarioError(
                 f"--vary {name}: --propeller-config sets it in every case, so varying it would change nothing"
             )
+        if name in fixed:
+            raise ScenarioError(f"--vary {name}: {fixed[name]}, so varying it would change nothing")
 
 
 def typed_value(path: str, descriptor: FieldDescriptor, text: str):
@@ -381,12 +384,8 @@ def default_variations(source: ScenarioSource, profile: Optional[pb.TimingsProfi
         for index, event in enumerate(message.attempts[0].events):
             if event.WhichOneof("kind") == "worker_error":
                 base = float(int(event.at_seconds))
-                variations.insert(
-                    0,
-                    Variation(
-                        f"attempts[0].events[{index}].at_seconds", tuple(round(base + f, 3) for f in (0.0, 0.5, 0.95))
-                    ),
-                )
+                values = tuple(round(base + f, 3) for f in (0.0, 0.5, 0.95))
+                variations.insert(0, Variation(f"attempts[0].events[{index}].at_seconds", values))
                 break
         for index, event in enumerate(message.attempts[0].events):
             if event.WhichOneof("kind") == "preemption":

@@ -28,7 +28,7 @@ from dataclasses import replace
 from aggregation.operator import PodRecreation
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.record import execution_to_proto, verdict_fields
-from aggregation.scenario import ModelRefusal, ScenarioSpec
+from aggregation.scenario import AFTER_THE_END_KINDS, ModelRefusal, ScenarioSpec
 from aggregation.simulate import each_map_order
 
 JITTER_SECONDS = 0.3
@@ -79,7 +79,7 @@ def jittered(spec: ScenarioSpec, rng: random.Random, load: float = 1.0, fastest:
         moved = []
         for event in events:
             at = _moved(event.at, rng)
-            if event.kind not in ("completion", "storage_outage", "truncated_upload"):
+            if event.kind not in AFTER_THE_END_KINDS:
                 at = min(at, spec.training_seconds)
             moved.append(replace(event, at=at))
         attempts.append(tuple(sorted(moved, key=lambda e: e.at)))

@@ -200,6 +200,6 @@ class PropellerActor:
                 "propeller",
                 What.OBSERVES,
                 condition=condition.value,
-                count=sum(1 for u in seen if u.name != "outputs.pb"),
+                count=len({u.name for u in seen if u.name != "outputs.pb"}),  # a rewritten error.pb is one file
             )
         )

@@ -630,7 +630,8 @@ def prove(
     budget = _Budget(max_paths, max_seconds)
     intervals = tuple(r for r in ranges if isinstance(r, Interval))
     choices = tuple(r for r in ranges if isinstance(r, Choice))
-    fixed = [f for f, given in (("plugin", plugin), ("propeller.error_aggregation", aggregation)) if given is not None]
+    options = (("plugin", plugin, "--plugin"), ("propeller.error_aggregation", aggregation, "--aggregation"))
+    fixed = {field: f"{option} sets it in every case" for field, given, option in options if given is not None}
     try:
         explore.check_varied_fields([r.field for r in ranges], fixed, deployment)
     except ScenarioError as e:

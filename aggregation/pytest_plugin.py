@@ -30,7 +30,7 @@ from aggregation.kinds import FinalPhase
 from aggregation.propeller import NodeState, PropellerConfig
 from aggregation.readers import CANONICAL_ERROR_FILE
 from aggregation.replica_env import per_worker_file_name
-from aggregation.validate import TIMESTAMP_SECONDS, validate_target
+from aggregation.validate import TIMESTAMP_SECONDS, check_document, validate_target
 
 ORIGINS = ("USER", "SYSTEM")  # what flytekit's entrypoint writes as `origin`
 
@@ -105,9 +105,10 @@ class ErrorPrefix:
         if name is None and not worker:
             name = CANONICAL_ERROR_FILE
         elif name is None:
-            self._added += 1
-            digest = hashlib.blake2b(f"{worker}/{self._added}".encode(), digest_size=16)
-            name = per_worker_file_name(digest.hexdigest())
+            while name is None or (self.path / name).exists():  # another ErrorPrefix may fill the same directory
+                self._added += 1
+                digest = hashlib.blake2b(f"{worker}/{self._added}".encode(), digest_size=16)
+                name = per_worker_file_name(digest.hexdigest())
         target = self._inside(name)
         data = error_document_bytes(
             code=code,
@@ -117,12 +118,26 @@ class ErrorPrefix:
             timestamp_ns=timestamp_ns,
             worker=worker,
         )
+        self._refuse_what_flytekit_would_not_write(name, data, offset)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
         except OSError as e:
             raise ValueError(f"ErrorPrefix.add: name {name!r} cannot be written: {e.strerror or e}") from None
         return target
+
+    @staticmethod
+    def _refuse_what_flytekit_would_not_write(name: str, data: bytes, offset) -> None:
+        """`aggsim validate`'s checks of the document, the one rule for what flytekit writes (a stamp before 2000, a
+        code for the other origin, an empty code). Not its checks of the key or the size, which a test may well want
+        to break, nor of a timestamp left unset on purpose (`offset=None`)."""
+        for finding in check_document(name, data):
+            if finding.check in ("name", "size") or (finding.check == "timestamp" and offset is None):
+                continue
+            argument = {"timestamp": "offset", "origin": "code/origin", "kind": "recoverable"}.get(
+                finding.check, finding.check
+            )
+            raise ValueError(f"ErrorPrefix.add: {argument}: flytekit writes no such file: {finding.message}")
 
     def _inside(self, name: str) -> Path:
         """`name` as a key under the prefix; a name that would leave it (absolute, `..`, a symbolic link out) or that

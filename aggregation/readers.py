@@ -378,11 +378,11 @@ class EarliestErrorReader:
     @staticmethod
     def _rule(parsed: list[Candidate], stamps: list[tuple[int, int]], winner_index: int) -> str:
         winner = parsed[winner_index]
+        tie = stamps.count(stamps[winner_index]) > 1  # another candidate's stamp orders equal to the winner's
         if winner.bad_format:
-            return RULE_BAD_FORMAT
+            return f"{RULE_BAD_FORMAT}; {RULE_TIE}" if tie else RULE_BAD_FORMAT
         if len(parsed) == 1:
             return RULE_ONLY_CANDIDATE
-        tie = stamps.count(stamps[winner_index]) > 1  # another candidate's stamp orders equal to the winner's
         if winner.error is not None and winner.error.timestamp_ns is None:
             return f"{RULE_EPOCH}; {RULE_TIE}" if tie else RULE_EPOCH
         return RULE_TIE if tie else RULE_EARLIEST

@@ -165,8 +165,6 @@ def region_map(
     for interval in (x, y):
         if interval.high <= interval.low:
             raise ProveError(f"--vary {interval.field}: a region map needs a range LO..HI with LO < HI")
-    if x.field == y.field:
-        raise ProveError(f"--vary {x.field}: given twice")
     deadline = time.perf_counter() + max_seconds  # the cell's budget covers the paths and their drawing
     proof = prove(source, _EVERYTHING, (x, y), plugin, aggregation, deployment, max_paths, max_seconds)
     if proof.verdict == UNKNOWN and proof.reason:  # not where the model refuses: that is a region of its own

@@ -225,7 +225,10 @@ def render_sweep(
     """A table when it fits the console unbroken; else one block per plugin x aggregation cell."""
     how = "every combination" if result.exhaustive else "a seeded sample"
     console.print(
-        literal(f"{result.assignments} assignments ({how}) of: " + ", ".join(v.field for v in result.variations))
+        literal(
+            f"{result.assignments:,} assignment{'' if result.assignments == 1 else 's'} ({how}) of: "
+            + ", ".join(v.field for v in result.variations)
+        )
     )
     outcomes = shown_outcomes(result)
     map_order = map_order_decides(result)

@@ -73,16 +73,6 @@ class PodTiming:
 EVENT_KINDS = ("preemption", "worker_error", "completion", "checkpoint", "storage_outage", "truncated_upload")
 #: events that may come after the task's training time (the store's and the upload's); the others are refused there
 AFTER_THE_END_KINDS = ("completion", "storage_outage", "truncated_upload")
-#: events that need the workers training: after the attempt's completion event they have returned (a preemption can
-#: still meet a pod that lingers at the exit barrier; a worker error has no worker left to fail in)
-WORKER_KINDS = ("worker_error",)
-
-
-def training_end(attempt: pb.Attempt, training_seconds: float) -> tuple[float, bool]:
-    """When an attempt's training ends, and whether its completion event says so (else the task's training time;
-    `ScenarioSpec.completion_for`)."""
-    completed = min((e.at_seconds for e in attempt.events if e.WhichOneof("kind") == "completion"), default=None)
-    return (training_seconds, False) if completed is None else (completed, True)
 
 
 @dataclass(frozen=True)
@@ -578,7 +568,6 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
                 )
         map_orders.append(ReplicaMapOrder(pb.ReplicaMapOrder.Name(order)) if order else None)
         events = []
-        ends, by_event = training_end(attempt, training)
         for e, event in enumerate(attempt.events):
             field_path = f"attempts[{a}].events[{e}]"
             line = where.line_of(r"\bevents\b", event_occurrence)
@@ -604,13 +593,6 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
                     line,
                     f"{field_path}.at_seconds",
                     f"{event.at_seconds} is after the job ended (training ends at {training} s)",
-                )
-            if by_event and event.at_seconds > ends and kind in WORKER_KINDS:
-                raise where.error(
-                    line,
-                    f"{field_path}.at_seconds",
-                    f"{event.at_seconds} is after the attempt's completion event at {ends} s: the workers have "
-                    f"returned, and no worker is left to fail",
                 )
             if kind == "preemption" and event.preemption.lands_during_fork and job.start_method != pb.FORK:
                 raise where.error(line, f"{field_path}.preemption.lands_during_fork", "only a fork start method forks")

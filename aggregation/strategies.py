@@ -28,13 +28,7 @@ from google.protobuf import text_format
 from hypothesis import strategies as st
 
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
-from aggregation.scenario import (
-    WORKER_KINDS,
-    ScenarioSource,
-    ScenarioSpec,
-    monitor_interval_of,
-    training_end,
-)
+from aggregation.scenario import ScenarioSource, ScenarioSpec, monitor_interval_of
 
 PLUGINS = {"upstream": pb.UPSTREAM, "seed-pr": pb.SEED_PR, "recoverable": pb.RECOVERABLE}
 #: what a worker raises; none reads like a peer's loss (the real plugin would call that a consequence)
@@ -186,11 +180,6 @@ def scenarios(
         events = draw(st.lists(event, min_size=1 if index == 0 else 0, max_size=max_events))  # the first is eventful
         attempt = message.attempts.add()
         attempt.events.extend(events)
-        # a worker error after the attempt's completion event is no valid input: the workers have returned
-        ends, _ = training_end(attempt, task.training_seconds)
-        kept = [e for e in attempt.events if e.at_seconds <= ends or e.WhichOneof("kind") not in WORKER_KINDS]
-        del attempt.events[:]
-        attempt.events.extend(kept)
         # now and then Go's map order, which a non-elastic job's reconcile may need (`operator.UndecidedVerdict`);
         # always for real pods: the runner's operator follows the scenario's order, and has none to pick by chance
         if not job.elastic and (playable or draw(st.integers(0, 3)) == 0):
@@ -224,14 +213,10 @@ def _box_fields(message: pb.Scenario) -> list[tuple[str, float, float, float]]:
             if timings.HasField(name):
                 fields.append((f"{prefix}.{name}", getattr(timings, name), low, high))
     for i, attempt in enumerate(message.attempts):
-        # an event stays before the attempt's completion (`scenario.training_end`), which is therefore not varied
-        ends, by_event = training_end(attempt, message.task.training_seconds)
         for j, event in enumerate(attempt.events):
-            kind = event.WhichOneof("kind")
-            if by_event and kind == "completion":
-                continue
-            high = ends if kind in WORKER_KINDS else message.task.training_seconds
-            fields.append((f"attempts[{i}].events[{j}].at_seconds", event.at_seconds, 0.0, high))
+            fields.append(
+                (f"attempts[{i}].events[{j}].at_seconds", event.at_seconds, 0.0, message.task.training_seconds)
+            )
     return fields
 
 

@@ -155,7 +155,8 @@ class Event(NamedTuple):
             if self.condition == JobCondition.DELETED.value:
                 return "finds no job (NotFound: ResourceDeletedExternally); reads no file"
             if self.condition == "Succeeded":
-                return f"observes job {self.condition}; reads the {self.count} error file(s) uploaded by then"
+                files = f"{self.count} error file" + ("" if self.count == 1 else "s")
+                return f"observes job {self.condition}; reads the {files} uploaded by then"
             return f"observes job {self.condition}; reads no file"
         if what is w.ROUND_FAILED:
             return f"round fails ({self.count} failed so far): {self.reason}"

@@ -5,6 +5,7 @@ place (`aggregation/scenario.py` `_check_values`), `--vary` values by the field'
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -164,8 +165,8 @@ def test_any_timing_value_is_simulated_or_refused_in_one_line(field, value):
         ("attempts[0].events[1].worker_error.recoverable=true,false", "attempts[0].events[1] is a preemption, not a"),
         ("attempts[0].events[0].storage_outage.duration_seconds=1,2", "is a checkpoint, not a storage_outage"),
         # the sweep's cells set these in every case: they used to be listed as varied and change nothing
-        ("plugin=UPSTREAM,SEED_PR", "set in every case by --plugin"),
-        ("propeller.error_aggregation=false", "set in every case by --aggregation/--no-aggregation"),
+        ("plugin=UPSTREAM,SEED_PR", "each of a sweep's cells plays one plugin (--plugin picks them)"),
+        ("propeller.error_aggregation=false", "a sweep plays aggregation on and off, each in cells of its own"),
         # a grid point listed twice used to be counted twice; an empty value was skipped; 1_0 read as 10
         ("timings.upload_seconds=1,1", "is listed twice"),
         ("timings.upload_seconds=1,,2", "an empty value between commas"),
@@ -393,18 +394,6 @@ def test_a_pod_s_clock_offset_out_of_bounds_is_named_at_its_own_line(tmp_path):
     assert f"s.textproto:{text.splitlines().index('  timings { clock_offset_seconds: 99999 }') + 1}:" in line
 
 
-def test_a_worker_error_after_the_attempt_s_completion_event_is_refused_not_dropped(tmp_path):
-    """The training ends at the attempt's earliest completion event (`ScenarioSpec.completion_for`) and the workers
-    return: a worker error after it used to be dropped without a word. (A preemption after it still meets pods that
-    linger at the exit barrier, and is played.)"""
-    completes = 'attempts {\n  events { at_seconds: 20 completion {} }\n  events { at_seconds: 50 pod: "b" %s }\n}\n'
-    line = one_line_error(
-        run("simulate", scenario(tmp_path, TWO_PODS + completes % "worker_error {}")),
-        "attempts[0].events[1].at_seconds: 50.0 is after the attempt's completion event at 20.0 s: the workers have",
-    )
-    assert "s.textproto:3:" in line  # the later event's own line
-
-
 def test_the_earliest_completion_event_ends_the_training_whatever_its_place_in_the_file(tmp_path):
     """Events are timed: the first completion in the file used to end the training even when another came sooner."""
     from aggregation.scenario import read_scenario
@@ -414,3 +403,14 @@ def test_the_earliest_completion_event_ends_the_training_whatever_its_place_in_t
         + "attempts {\n  events { at_seconds: 30 completion {} }\n  events { at_seconds: 25 completion {} }\n}\n"
     )
     assert read_scenario(scenario(tmp_path, text)).spec().completion_for(0) == 25.0
+
+
+def test_a_member_of_an_unset_oneof_is_varied_as_the_choice_it_makes():
+    """`timings.on_peer_death` is unset in the seed scenario (its default: fail 0.05 s later); varying its `fail`
+    member chooses it, as writing it would. Only a member other than the one set is refused."""
+    result = run(
+        "sweep", PREEMPTION, "--plugin", "recoverable", "--vary", "timings.on_peer_death.fail.after_seconds=0.05,1",
+        "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["assignments"] == 2

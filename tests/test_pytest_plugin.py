@@ -1,6 +1,10 @@
 """The pytest plugin, tested the way users meet it: in a separate pytest run (pytester)."""
 
+import re
+
 import pytest
+
+from aggregation.propeller import NodeState
 
 pytest_plugins = ["pytester"]
 
@@ -144,14 +148,21 @@ def test_wrongly_typed_arguments_say_which_one(tmp_path, field, value):
         ("name", "errors/"),
         ("name", "error\0.pb"),
         ("name", "e" * 300 + ".pb"),  # longer than a file name may be: the OS error, named
+        # what `aggsim validate` refuses in a document, add() does not write (flytekit writes none such)
+        ("offset", -1e9),  # a 1995 stamp: before 2000, it beats every real file
+        ("code", ""),
+        ("code/origin", "USER:RuntimeError"),  # with origin SYSTEM, below
     ],
 )
 def test_a_value_flytekit_could_not_write_is_refused_naming_the_argument(tmp_path, field, value):
     from aggregation.pytest_plugin import ErrorPrefix
 
     prefix = ErrorPrefix(tmp_path / "prefix")
+    arguments = (
+        {"worker": "w", "code": value, "origin": "SYSTEM"} if field == "code/origin" else {"worker": "w", field: value}
+    )
     with pytest.raises(ValueError, match=f"ErrorPrefix.add: {field}") as caught:
-        prefix.add(**{"worker": "w", field: value})
+        prefix.add(**arguments)
     assert "\n" not in str(caught.value)
     assert list(prefix.path.iterdir()) == []
 
@@ -186,11 +197,11 @@ def test_add_names_and_codes_files_as_flytekit_s_entrypoint_does(tmp_path):
 
 
 @pytest.mark.parametrize("counter", ["retries", "attempts", "system_failures"])
-@pytest.mark.parametrize("value", [-1, 2**32, 1.5])
-def test_counters_outside_flyte_s_uint32_are_refused(tmp_path, counter, value):
+@pytest.mark.parametrize("value, error", [(-1, ValueError), (2**32, ValueError), (1.5, TypeError)])
+def test_counters_outside_flyte_s_uint32_are_refused(tmp_path, counter, value, error):
     from aggregation.pytest_plugin import ErrorPrefix
 
-    with pytest.raises(ValueError, match=counter):
+    with pytest.raises(error, match=counter):
         ErrorPrefix(tmp_path).explain(**{counter: value})
 
 
@@ -260,19 +271,22 @@ def test_the_helpers_refuse_arguments_of_the_wrong_kind_in_one_line(tmp_path):
     "arguments, error, named",
     [
         ({"retries": -2}, ValueError, "retries must be an integer in [0, 4294967295]"),  # used to wrap and retry
-        ({"retries": True}, ValueError, "retries"),
-        ({"retries": 1.5}, ValueError, "retries"),
-        ({"retries": None}, ValueError, "retries"),
+        ({"retries": True}, TypeError, "retries"),
+        ({"retries": 1.5}, TypeError, "retries"),
+        ({"retries": None}, TypeError, "retries"),
+        # a system failure is one of the node's attempts (the CLI's --system-failures refused it; the API did not)
+        ({"state": NodeState(attempts=1, system_failures=2)}, ValueError, "system_failures (2) cannot exceed attempts"),
         ({"strategy": "latest"}, ValueError, "strategy must be one of earliest, default"),
         ({"config": None}, TypeError, "config must be a PropellerConfig"),
         ({"state": (1, 0)}, TypeError, "state must be a NodeState"),
     ],
 )
 def test_explain_prefix_refuses_a_caller_s_mistake_naming_the_argument(tmp_path, arguments, error, named):
-    """The documented Python API checks what the CLI's options check (Flyte's counters are uint32)."""
+    """The documented Python API checks what the CLI's options check (Flyte's counters are uint32): a value of the
+    wrong type is a TypeError, one out of range a ValueError."""
     from aggregation import explain_prefix
 
-    with pytest.raises(error, match=named.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(error, match=re.escape(named)):
         explain_prefix(str(tmp_path), **arguments)
 
 
@@ -282,3 +296,12 @@ def test_explain_prefix_takes_a_path_object(tmp_path):
 
     ErrorPrefix(tmp_path).add("w", recoverable=True)
     assert explain_prefix(tmp_path, retries=1).decision.decision.value == "RETRY"
+
+
+def test_two_prefix_objects_on_one_directory_never_overwrite_each_other_s_files(tmp_path):
+    """Each names its per-worker files by a count of its own: the second used to replace the first's file."""
+    from aggregation.pytest_plugin import ErrorPrefix
+
+    first, second = ErrorPrefix(tmp_path), ErrorPrefix(tmp_path)
+    assert first.add("w", code="USER:First") != second.add("w", code="USER:Second")
+    assert len(list(tmp_path.iterdir())) == 2

@@ -87,6 +87,11 @@ def test_two_missing_timestamps_tie_at_the_epoch_and_the_first_listed_wins():
     )
     assert result.error.worker == "a"
     assert result.rule == f"{RULE_EPOCH}; {RULE_TIE}"
+    # a document without `error` counts as the epoch too, and ties the same way
+    bad = earliest(
+        ("error-b.pb", errors_pb2.ErrorDocument().SerializeToString()), ("error-c.pb", doc(timestamp_ns=None))
+    )
+    assert bad.error.code == "ErrorFileBadFormat" and bad.rule == f"{RULE_BAD_FORMAT}; {RULE_TIE}"
 
 
 def test_document_without_error_is_system_recoverable_bad_format_and_wins():

@@ -235,7 +235,7 @@ def test_validate_findings_fit_an_80_column_terminal_and_stay_one_line_each_in_a
 
 def test_a_long_sweep_shows_progress_on_a_terminal_but_never_in_json_or_a_pipe(tmp_path):
     out, err = run_with_stderr_on_a_terminal("sweep", "preemption_during_training")  # ~2,000 x 6 cases: > 1 s
-    assignments = int(re.search(r"(\d+) assignments", out).group(1))
+    assignments = int(re.search(r"([\d,]+) assignments", out).group(1).replace(",", ""))
     assert "sweeping" in err and f"/{assignments}" in err and assignments > 1000
     out, err = run_with_stderr_on_a_terminal("sweep", "preemption_during_training", "--json")
     assert "sweeping" not in err and json.loads(out)["assignments"] == assignments
