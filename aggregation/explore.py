@@ -71,6 +71,11 @@ class SweepResult:
     cells: tuple[Cell, ...]
     meaning: dict = field(default_factory=dict)  # outcome -> GOOD | BAD | NEUTRAL, for this scenario
 
+    @property
+    def assignments_text(self) -> str:
+        """`1 assignment`, `2,000 assignments`: how reports and plots count the points."""
+        return f"{self.assignments:,} assignment" + ("" if self.assignments == 1 else "s")
+
 
 #: what an outcome means for the scenario; REFUSAL, the meaning of the REFUSED outcome, is neither good nor bad
 GOOD, BAD, NEUTRAL, REFUSAL = "good", "bad", "neutral", "refused"
@@ -243,15 +248,41 @@ SWEEP_CELLS = {
 }
 
 
-def check_varied_fields(names: Sequence[str], fixed: Optional[dict] = None, deployment=None) -> None:
+def _oneof_members(message: pb.Scenario, path: str) -> list[tuple[str, str, str]]:
+    """(where, oneof, member) for each real oneof member on a valid field path."""
+    members, descriptor_type, where = [], message.DESCRIPTOR, []
+    for step in path.split("."):
+        name = _STEP.fullmatch(step).group(1)
+        descriptor = descriptor_type.fields_by_name[name]
+        oneof = descriptor.containing_oneof
+        if oneof is not None and not (len(oneof.fields) == 1 and oneof.name == f"_{name}"):
+            members.append((".".join(where) or "the scenario", oneof.name, name))
+        where.append(step)
+        if descriptor.type == descriptor.TYPE_MESSAGE:
+            descriptor_type = descriptor.message_type
+    return members
+
+
+def check_varied_fields(
+    names: Sequence[str], fixed: Optional[dict] = None, deployment=None, message: Optional[pb.Scenario] = None
+) -> None:
     """One field varied once, and never one something else sets in every case: the propeller settings a
-    `--propeller-config` deployment makes (`ScenarioSpec.with_deployment`), and `fixed` (field -> who sets it)."""
+    `--propeller-config` deployment makes (`ScenarioSpec.with_deployment`), and `fixed` (field -> who sets it).
+    With the scenario's `message`, nor two members of one oneof (setting one clears the other)."""
     fixed = SWEEP_CELLS if fixed is None else fixed
     seen = set()
+    chosen: dict[tuple[str, str], tuple[str, str]] = {}
     for name in names:
         if name in seen:
             raise ScenarioError(f"--vary {name}: given twice")
         seen.add(name)
+        for where, oneof, member in _oneof_members(message, name) if message is not None else ():
+            other = chosen.setdefault((where, oneof), (member, name))
+            if other[0] != member:
+                raise ScenarioError(
+                    f"--vary {name}: {where} has one {oneof} at a time, and --vary {other[1]} sets another "
+                    f"({other[0]}); setting one clears the other"
+                )
         step = name.removeprefix("propeller.")
         if deployment is not None and name.startswith("propeller.") and step in deployment.values:
             raise ScenarioError(
@@ -459,7 +490,7 @@ def sweep(
     the scenario's propeller settings in every case.
     """
     source.spec(plugin_override=plugins[0])  # the scenario as written must be valid, whatever we vary
-    check_varied_fields([v.field for v in variations], deployment=deployment)
+    check_varied_fields([v.field for v in variations], deployment=deployment, message=source.message)
     plan, planned, exhaustive = assignments(variations, samples, seed)
     cells = [Cell(plugin, flag) for plugin in plugins for flag in flags]
     meaning = outcome_meanings(source.message)

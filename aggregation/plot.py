@@ -235,7 +235,7 @@ def outcome_heatmap(result: SweepResult, title: str = "Outcome share per plugin 
         fontsize=8,
         frameon=False,
     )
-    ax.set_title(f"{plain(title)}\n({result.assignments} assignments; darker = larger share)", fontsize=10)
+    ax.set_title(f"{plain(title)}\n({result.assignments_text}; darker = larger share)", fontsize=10)
     return fig
 
 

@@ -630,10 +630,11 @@ def prove(
     budget = _Budget(max_paths, max_seconds)
     intervals = tuple(r for r in ranges if isinstance(r, Interval))
     choices = tuple(r for r in ranges if isinstance(r, Choice))
-    options = (("plugin", plugin, "--plugin"), ("propeller.error_aggregation", aggregation, "--aggregation"))
+    flag = "--aggregation" if aggregation else "--no-aggregation"
+    options = (("plugin", plugin, "--plugin"), ("propeller.error_aggregation", aggregation, flag))
     fixed = {field: f"{option} sets it in every case" for field, given, option in options if given is not None}
     try:
-        explore.check_varied_fields([r.field for r in ranges], fixed, deployment)
+        explore.check_varied_fields([r.field for r in ranges], fixed, deployment, source.message)
     except ScenarioError as e:
         raise ProveError(str(e)) from None
     paths: list[PathResult] = []

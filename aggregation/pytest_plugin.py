@@ -30,7 +30,7 @@ from aggregation.kinds import FinalPhase
 from aggregation.propeller import NodeState, PropellerConfig
 from aggregation.readers import CANONICAL_ERROR_FILE
 from aggregation.replica_env import per_worker_file_name
-from aggregation.validate import TIMESTAMP_SECONDS, check_document, validate_target
+from aggregation.validate import EARLIEST_PLAUSIBLE_SECONDS, TIMESTAMP_SECONDS, check_document, validate_target
 
 ORIGINS = ("USER", "SYSTEM")  # what flytekit's entrypoint writes as `origin`
 
@@ -41,18 +41,18 @@ __all__ = ["ErrorPrefix", "assert_verdict", "assert_valid_error_files", "assert_
 
 
 def _offset_stamp(offset) -> int:
-    """The stamp `offset` seconds after `BASE_TIME_NS`, within the years a Timestamp holds (flytekit writes none
-    other)."""
+    """The stamp `offset` seconds after `BASE_TIME_NS`, from 2000 (`validate.EARLIEST_PLAUSIBLE_SECONDS`) to the end
+    of year 9999 (the last a Timestamp holds): the stamps a failing flytekit task writes."""
     if isinstance(offset, bool) or not isinstance(offset, (int, float)):
         raise TypeError(f"ErrorPrefix.add: offset must be a finite number of seconds or None, got {offset!r}")
-    low, high = TIMESTAMP_SECONDS[0] * NANOS, (TIMESTAMP_SECONDS[1] + 1) * NANOS - 1
+    low, high = EARLIEST_PLAUSIBLE_SECONDS * NANOS, (TIMESTAMP_SECONDS[1] + 1) * NANOS - 1
     earliest, latest = (low - BASE_TIME_NS) / NANOS, (high - BASE_TIME_NS) / NANOS
     stamp = None
     if (isinstance(offset, int) or math.isfinite(offset)) and earliest <= offset <= latest:  # no float past it
         stamp = BASE_TIME_NS + round(offset * NANOS)
     if stamp is None or not low <= stamp <= high:
         raise ValueError(
-            f"ErrorPrefix.add: offset must be finite seconds keeping the stamp within years 1-9999 "
+            f"ErrorPrefix.add: offset must be finite seconds keeping the stamp within years 2000-9999 "
             f"({earliest:.6g}..{latest:.6g} s), or None; got {offset!r}"
         )
     return stamp

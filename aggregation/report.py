@@ -224,12 +224,7 @@ def render_sweep(
 ) -> None:
     """A table when it fits the console unbroken; else one block per plugin x aggregation cell."""
     how = "every combination" if result.exhaustive else "a seeded sample"
-    console.print(
-        literal(
-            f"{result.assignments:,} assignment{'' if result.assignments == 1 else 's'} ({how}) of: "
-            + ", ".join(v.field for v in result.variations)
-        )
-    )
+    console.print(literal(f"{result.assignments_text} ({how}) of: " + ", ".join(v.field for v in result.variations)))
     outcomes = shown_outcomes(result)
     map_order = map_order_decides(result)
     headers = ["plugin", "aggre-\ngation", *(outcome_label(o) for o in outcomes), "genuine error masked"]

@@ -414,3 +414,14 @@ def test_a_member_of_an_unset_oneof_is_varied_as_the_choice_it_makes():
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["assignments"] == 2
+
+
+def test_two_members_of_one_oneof_are_refused_since_setting_one_clears_the_other():
+    """Varying `fail.after_seconds` and `wait_in_rendezvous.timeout_seconds` of one unset `on_peer_death` used to
+    play `wait_in_rendezvous` at every point (the last one set) while the report listed both as varied."""
+    result = run(
+        "sweep", PREEMPTION, "--plugin", "recoverable",
+        "--vary", "timings.on_peer_death.fail.after_seconds=0.05,1",
+        "--vary", "timings.on_peer_death.wait_in_rendezvous.timeout_seconds=5,10",
+    )  # fmt: skip
+    one_line_error(result, "timings.on_peer_death has one reaction at a time", "setting one clears the other")

@@ -346,6 +346,9 @@ def test_a_field_an_option_sets_is_not_varied_under_it() -> None:
     claim = P.parse_claim("retries", source.message)
     with pytest.raises(P.ProveError, match="--vary plugin: --plugin sets it in every case"):
         P.prove(source, claim, ranges, "recoverable", True)
+    flags = [P.parse_range("propeller.error_aggregation=true,false", source.message)]
+    with pytest.raises(P.ProveError, match="--no-aggregation sets it in every case"):  # the flag the user gave
+        P.prove(source, claim, flags, None, False)
     assert P.prove(source, claim, ranges, None, True).verdict == P.COUNTEREXAMPLE  # upstream's silent success
 
 

@@ -149,7 +149,7 @@ def test_wrongly_typed_arguments_say_which_one(tmp_path, field, value):
         ("name", "error\0.pb"),
         ("name", "e" * 300 + ".pb"),  # longer than a file name may be: the OS error, named
         # what `aggsim validate` refuses in a document, add() does not write (flytekit writes none such)
-        ("offset", -1e9),  # a 1995 stamp: before 2000, it beats every real file
+        ("offset", -1e9),  # a 1995 stamp: before 2000, it beats every real file (one range, 2000-9999, for any)
         ("code", ""),
         ("code/origin", "USER:RuntimeError"),  # with origin SYSTEM, below
     ],
@@ -305,3 +305,11 @@ def test_two_prefix_objects_on_one_directory_never_overwrite_each_other_s_files(
     first, second = ErrorPrefix(tmp_path), ErrorPrefix(tmp_path)
     assert first.add("w", code="USER:First") != second.add("w", code="USER:Second")
     assert len(list(tmp_path.iterdir())) == 2
+
+
+def test_an_offset_before_2000_is_refused_with_the_range_add_takes(tmp_path):
+    from aggregation.pytest_plugin import ErrorPrefix
+
+    for offset in (-1e9, -1e11):  # once 1-9999 was named while 2000 was the bound
+        with pytest.raises(ValueError, match="within years 2000-9999"):
+            ErrorPrefix(tmp_path).add("w", offset=offset)
