@@ -222,14 +222,21 @@ def field_descriptor(message: pb.Scenario, path: str) -> FieldDescriptor:
     raise ScenarioError(f"--vary {path}: empty field path")  # pragma: no cover - split never yields nothing
 
 
-def _oneof_choice(target, descriptor: FieldDescriptor) -> Optional[str]:
-    """The member set in the oneof `descriptor` belongs to (its own name when it is in none, or in proto3's synthetic
-    one of an `optional` field; None when none is set, which setting the field chooses: an unset reaction to a peer's
-    death is its default, and an event without a kind is refused by the scenario's own check)."""
+def _real_oneof(descriptor: FieldDescriptor):
+    """The oneof the field is a member of, None when none is (proto3's synthetic oneof of an `optional` field is
+    no choice between members)."""
     oneof = descriptor.containing_oneof
     if oneof is None or (len(oneof.fields) == 1 and oneof.name == f"_{descriptor.name}"):
-        return descriptor.name
-    return target.WhichOneof(oneof.name)
+        return None
+    return oneof
+
+
+def _oneof_choice(target, descriptor: FieldDescriptor) -> Optional[str]:
+    """The member set in the oneof `descriptor` belongs to (its own name when it is in none; None when none is set,
+    which setting the field chooses: an unset reaction to a peer's death is its default, and an event without a
+    kind is refused by the scenario's own check)."""
+    oneof = _real_oneof(descriptor)
+    return descriptor.name if oneof is None else target.WhichOneof(oneof.name)
 
 
 def canonical_path(path: str) -> str:
@@ -254,8 +261,8 @@ def _oneof_members(message: pb.Scenario, path: str) -> list[tuple[str, str, str]
     for step in path.split("."):
         name = _STEP.fullmatch(step).group(1)
         descriptor = descriptor_type.fields_by_name[name]
-        oneof = descriptor.containing_oneof
-        if oneof is not None and not (len(oneof.fields) == 1 and oneof.name == f"_{name}"):
+        oneof = _real_oneof(descriptor)
+        if oneof is not None:
             members.append((".".join(where) or "the scenario", oneof.name, name))
         where.append(step)
         if descriptor.type == descriptor.TYPE_MESSAGE:

@@ -349,14 +349,18 @@ def load_scenario(path: str, plugin_override: Optional[str] = None) -> ScenarioS
 
 
 #: fields in seconds that may be negative (a clock behind true time)
-SIGNED_SECONDS = frozenset({"clock_offset_seconds"})
+#: seconds fields that may be negative, each within its own bound either side of 0
+SIGNED_SECONDS = {"clock_offset_seconds": defaults.MAX_CLOCK_OFFSET_SECONDS}
 
 
-def seconds_problem(value: float, signed: bool = False) -> Optional[str]:
-    """What is wrong with a duration or instant in seconds, if anything (scenario fields and timings profiles)."""
+def seconds_problem(value: float, signed_bound: Optional[float] = None) -> Optional[str]:
+    """What is wrong with a duration or instant in seconds, if anything (scenario fields and timings profiles); a
+    signed one lies within `signed_bound` either side of 0."""
     if not math.isfinite(value):
         return f"must be a finite number, got {value}"
-    if value < 0 and not signed:
+    if signed_bound is not None and abs(value) > signed_bound:
+        return f"must be within +-{signed_bound:g} s, got {value}"
+    if value < 0 and signed_bound is None:
         return f"must be >= 0, got {value}"
     if abs(value) > defaults.MAX_SCENARIO_SECONDS:
         return f"{value:g} s is beyond the {defaults.MAX_SCENARIO_SECONDS:g} s a scenario may span"
@@ -371,10 +375,8 @@ def _value_problem(descriptor, value) -> Optional[str]:
             names = ", ".join(v.name for v in descriptor.enum_type.values)
             return f"{value} is not a {descriptor.enum_type.name} (expected one of {names})"
     elif descriptor.type in (descriptor.TYPE_DOUBLE, descriptor.TYPE_FLOAT):
-        if name == "clock_offset_seconds" and math.isfinite(value) and abs(value) > defaults.MAX_CLOCK_OFFSET_SECONDS:
-            return f"must be within +-{defaults.MAX_CLOCK_OFFSET_SECONDS:g} s, got {value}"
         if name.endswith("_seconds"):
-            return seconds_problem(value, signed=name in SIGNED_SECONDS)
+            return seconds_problem(value, SIGNED_SECONDS.get(name))
         if not math.isfinite(value):
             return f"must be a finite number, got {value}"
     elif name == "max_download_mbs" and value < 0:
