@@ -221,7 +221,9 @@ class Pod:
         """The entrypoint writes and uploads (if anything), then the process exits 0, `exit` later (flytekit's and
         torch's teardown)."""
         if error is None and not outputs:
-            self._later(self.timing.upload + self.timing.exit, lambda: self._exit(0, "nothing uploaded"))
+            # IgnoreOutputs: flytekit 1.16 `_dispatch_execute` returns from its except clause, before the
+            # `put_data` that takes `upload`, so nothing is written and no upload time is spent.
+            self._later(self.timing.exit, lambda: self._exit(0, "nothing uploaded"))
             return
 
         def uploaded() -> None:
@@ -529,13 +531,16 @@ class Pod:
 
     def exit_barrier_passed(self, why: str) -> None:
         """The agent returns success: rank 0's entrypoint writes the outputs, the others raise IgnoreOutputs. A
-        barrier that fails (timed out, the store gone) is only logged by torch: the agent succeeds all the same."""
+        barrier that fails (timed out, the store gone) is only logged by torch: the agent succeeds all the same.
+
+        Rank 0 uploads `outputs.pb` whether or not the task declares outputs: flytekit 1.16 `_dispatch_execute`
+        writes an empty LiteralMap for a task that returns nothing (`VoidPromise`), and real runs leave it (0 bytes)."""
         if self.state is not PodState.AT_EXIT_BARRIER:
             return
         self._change_course(PodState.STOPPING)
         self._log(What.EXIT_BARRIER_PASSED, reason=why)
         self.group.close_rendezvous(self)
-        self._finish(None, outputs=self.rank0 and self.world.spec.outputs_declared)
+        self._finish(None, outputs=self.rank0)
 
     def checkpoint(self) -> bool:
         if self.state is PodState.TRAINING and self.rank0:

@@ -188,7 +188,7 @@ def test_a_quicker_machine_s_neighbourhood_finishes_a_worker_group_before_a_late
 def test_a_copy_where_the_operator_would_re_create_a_deleted_pod_counts_as_a_refusal_of_its_own():
     """training-operator v1.8.0 `ReconcilePods` creates a new pod in the slot of a deleted pod the kubelet has removed,
     which the model does not play (`operator.PodRecreation`). The shipped pod-deletion preemption with the work
-    queue's wait (0.78 s) right at the upstream pod's exit after its mark: moved a little, the mark is read while the
+    queue's wait (0.73 s) right at the upstream pod's exit after its mark: moved a little, the mark is read while the
     pod runs (Failed, retried), at its heard exit (counted by its phase: exit 0, Succeeded) or after it (refused). A
     real run may meet the refusal in the operator it drives, so the neighbourhood counts it as a verdict, a race."""
     from conftest import SCENARIOS
@@ -196,7 +196,7 @@ def test_a_copy_where_the_operator_would_re_create_a_deleted_pod_counts_as_a_ref
     from aggregation.neighbourhood import RE_CREATED_POD
 
     text = (SCENARIOS / "preemption_by_pod_deletion.textproto").read_text()
-    spec = parse_scenario(text.replace("job {", "job { reconcile_seconds: 0.78", 1), "busy.textproto", "upstream")
+    spec = parse_scenario(text.replace("job {", "job { reconcile_seconds: 0.73", 1), "busy.textproto", "upstream")
     outcomes = neighbourhood(spec)
     assert RE_CREATED_POD in outcomes
     assert {dict(key).get("final_phase") for key in outcomes} == {None, "RETRIED_THEN_SUCCEEDED", "SUCCEEDED_SILENTLY"}

@@ -222,8 +222,9 @@ def test_an_active_deadline_is_proved_against_where_the_job_really_ends(tmp_path
 
 def test_a_ttl_is_proved_against_propeller_s_look_and_the_whole_second_completion_time(tmp_path) -> None:
     """training-operator v1.8.0 `common/job.go` `CleanupJob`: the job is deleted once now is past its CompletionTime,
-    read back in whole seconds, plus the TTL. The job finishes at 104.45 s + `exit_seconds` (the agents' poll at
-    104.4 s, their workers gone 0.05 s later), so a 1 s TTL deletes it at the next whole second, and propeller's
+    read back in whole seconds, plus the TTL. The job finishes at 104.4 s + `exit_seconds` (the agents' poll at
+    104.4 s; pod b, not rank 0, raises IgnoreOutputs and uploads nothing: its exit succeeds the elastic job, pod a's
+    comes 0.05 s later, after its outputs.pb), so a 1 s TTL deletes it at the next whole second, and propeller's
     round `observation_delay` after the finish (flyte `plugin_manager.go` `checkResourcePhase`) finds no job exactly
     when that second has come: the boundary moves with the fraction, and flips at 105 s. Every witness replays."""
     path = tmp_path / "ttl.textproto"
@@ -235,8 +236,8 @@ def test_a_ttl_is_proved_against_propeller_s_look_and_the_whole_second_completio
     proof = _proof(str(path), "phase=SUCCEEDED", varies, "recoverable", False)
     assert proof.verdict == P.COUNTEREXAMPLE
     assert proof.conditions[0] == (
-        "observation_delay_seconds + exit_seconds > 1.55 and exit_seconds >= 0.55",
-        "or observation_delay_seconds + exit_seconds > 0.55 and exit_seconds < 0.55",
+        "observation_delay_seconds + exit_seconds > 1.6 and exit_seconds >= 0.6",
+        "or observation_delay_seconds + exit_seconds > 0.6 and exit_seconds <= 0.55",
     )
     for result in proof.paths:
         assert proof.replay(result).final_phase.value == result.behaviour.final_phase
@@ -397,7 +398,18 @@ def test_a_path_the_model_refuses_is_not_counted_as_a_behaviour() -> None:
 # --- exactness ---------------------------------------------------------------------------------------------
 EXACTNESS_CASES = [
     (PREEMPTION, "retries", SEED_BOX, "seed-pr", True),
-    (PREEMPTION, "retries", SEED_BOX + ("attempts[0].events[1].pod=train-worker-0,train-worker-1",), "upstream", False),
+    (  # upstream's preempted pod raises IgnoreOutputs and uploads nothing: its exit moves with exit_seconds instead
+        PREEMPTION,
+        "retries",
+        (
+            *SEED_BOX[:2],
+            "timings.exit_seconds=0.5..3.5",
+            *SEED_BOX[3:],
+            "attempts[0].events[1].pod=train-worker-0,train-worker-1",
+        ),
+        "upstream",
+        False,
+    ),
     (
         "sibling_user_error_cleanup",
         "genuine-error-wins",
@@ -1011,24 +1023,26 @@ def test_go_s_map_order_decides_exactly_where_the_operator_s_wait_covers_the_gap
 def test_where_the_operator_would_re_create_a_deleted_pod_the_box_holds_a_refused_region_and_elsewhere_is_decided():
     """training-operator v1.8.0 `pkg/controller.v1/common/pod.go` `ReconcilePods` creates a new pod in an empty slot
     (`createNewPod`), and the kubelet removes a deleted pod once its final status is written. In the shipped
-    pod-deletion preemption the upstream plugin's worker-1 exits 0 0.78 s after its mark. With the work queue's wait
-    below that, the mark is read while the pod runs: Failed and retried, proved over the whole range. At 0.78 s the
+    pod-deletion preemption the upstream plugin's worker-1 exits 0 0.73 s after its mark (IgnoreOutputs: no upload).
+    With the work queue's wait below that, the mark is read while the pod runs: Failed and retried, proved over the
+    whole range. At 0.73 s the
     read and the heard exit share an instant: the object is still there and counts by its phase, exit 0, so the elastic
     job is Succeeded and the preemption silent, at that point alone. Past it a real operator may find the pod gone and
-    re-create it, which the model does not play: that region is refused, exactly (`reconcile_seconds > 0.78`), and is
-    neither a counterexample nor part of a proof. The counterexample at 0.78 s stands; for the recoverable plugin,
-    which keeps the claim everywhere else, the answer is UNKNOWN, naming the refused region."""
+    re-create it, which the model does not play: that region is refused, exactly (`reconcile_seconds > 0.73`), and is
+    neither a counterexample nor part of a proof. The counterexample at 0.73 s stands; for the recoverable plugin,
+    which keeps the claim everywhere else (its pod uploads its report first, and exits 0.78 s after the mark), the
+    answer is UNKNOWN, naming the refused region."""
     deletion = "preemption_by_pod_deletion"
-    below = _proof(deletion, "retries", ("job.reconcile_seconds=0..0.77",), "upstream", True)
+    below = _proof(deletion, "retries", ("job.reconcile_seconds=0..0.72",), "upstream", True)
     assert below.verdict == P.PROVED and {p.behaviour.final_phase for p in below.paths} == {"RETRIED_THEN_SUCCEEDED"}
     assert not below.refusals
     whole = _proof(deletion, "retries", ("job.reconcile_seconds=0..2",), "upstream", True)
     assert whole.verdict == P.COUNTEREXAMPLE
     [silent] = whole.counterexamples
-    assert silent.witness == {"job.reconcile_seconds": Fraction("0.78")}
+    assert silent.witness == {"job.reconcile_seconds": Fraction("0.73")}
     assert silent.behaviour.final_phase == "SUCCEEDED_SILENTLY"
     [refused] = whole.refusals
-    assert whole.refusal_conditions == (("reconcile_seconds > 0.78",),)
+    assert whole.refusal_conditions == (("reconcile_seconds > 0.73",),)
     assert refused.behaviour.outcome == "REFUSED" and "ReconcilePods -> createNewPod" in refused.refused
     replayed = whole.replay(refused)
     assert isinstance(replayed, PodRecreation) and str(replayed) == refused.refused
@@ -1038,7 +1052,7 @@ def test_where_the_operator_would_re_create_a_deleted_pod_the_box_holds_a_refuse
     # a table row says so too, not only "UNKNOWN" as if the budget had run out
     from aggregation.proof_report import _table_answer
 
-    assert _table_answer(recoverable) == "**UNKNOWN** (8 paths; the model refuses on 1 of them)"
+    assert _table_answer(recoverable) == "**UNKNOWN** (10 paths; the model refuses on 1 of them)"
 
 
 def test_prove_names_the_refused_region_and_exits_unknown(tmp_path) -> None:
@@ -1048,9 +1062,9 @@ def test_prove_names_the_refused_region_and_exits_unknown(tmp_path) -> None:
     args += ("--vary", "job.reconcile_seconds=0..2", "--vary", "timings.upload_seconds=0.05..3")
     shown = _aggsim(*args)
     assert shown.returncode == 3, shown.stderr
-    assert "The model refuses on 2 of the 42 paths, where:" in shown.stdout
+    assert "The model refuses on 2 of the 110 paths, where:" in shown.stdout
     assert "reconcile_seconds - upload_seconds > 0.73" in shown.stdout
-    assert "The claim holds on the other 40 paths." in shown.stdout
+    assert "The claim holds on the other 108 paths." in shown.stdout
     assert "e.g. at job.reconcile_seconds=" in shown.stdout and "(ReconcilePods -> createNewPod)" in shown.stdout
     assert max(len(line) for line in shown.stdout.splitlines()) <= 80
     document = json.loads(_aggsim(*args, "--json").stdout)

@@ -36,7 +36,13 @@ CASES = [
     (PREEMPTION, SIGNAL, SHUTDOWN, "seed-pr", False),
     ("sibling_user_error_cleanup", "attempts[0].events[0].at_seconds=20..21", LOOK, "seed-pr", False),
     # a busy operator: where it reads the deleted worker after its exit, the model refuses (a region of its own)
-    ("preemption_by_pod_deletion", "job.reconcile_seconds=0..2", "timings.upload_seconds=0.05..3", "upstream", True),
+    (
+        "preemption_by_pod_deletion",
+        "job.reconcile_seconds=0..2",
+        "timings.agent_shutdown_seconds=0.03..3",
+        "upstream",
+        True,
+    ),
 ]
 _MAPS: dict = {}
 
@@ -149,12 +155,13 @@ def test_seed_pr_retries_in_a_strip_a_grid_would_miss() -> None:
 
 def test_where_the_model_refuses_is_a_region_with_its_exact_share() -> None:
     """training-operator v1.8.0 `ReconcilePods` would re-create the deleted worker where the busy operator reads it
-    after its exit (`operator.PodRecreation`): 0.78 s after its mark with a 0.05 s upload, one second per second of
-    upload later. So the model refuses where reconcile_seconds - upload_seconds > 0.73: a triangle with legs
-    2 - 0.78 = 1.22 in the 2 x 2.95 box. Everywhere else the upstream plugin's preemption is retried; on the line
-    itself (no area) the exit counts and the preemption is silent."""
+    after its exit (`operator.PodRecreation`): 0.73 s after its mark with a 0.03 s shutdown (IgnoreOutputs uploads
+    nothing; 0.7 s to exit), one second per second of shutdown later. So the model refuses where
+    reconcile_seconds - agent_shutdown_seconds > 0.7: a triangle with legs 2 - 0.73 = 1.27 in the 2 x 2.97 box.
+    Everywhere else the upstream plugin's preemption is retried; on the line itself (no area) the exit counts and
+    the preemption is silent."""
     _, _, regions = _map(CASES[-1])
-    assert regions.share("REFUSED") == Fraction("1.22") ** 2 / 2 / (2 * Fraction("2.95"))
+    assert regions.share("REFUSED") == Fraction("1.27") ** 2 / 2 / (2 * Fraction("2.97"))
     assert regions.share("RETRIED") == 1 - regions.share("REFUSED")
     assert regions.share("SUCCEEDED_SILENTLY") == 0 and "SUCCEEDED_SILENTLY" in regions.outcomes()
     assert regions.outcome_at((Fraction("1.9"), Fraction("0.1"))) == "REFUSED"  # inside: the edge has no area
@@ -164,7 +171,7 @@ def test_where_the_model_refuses_is_a_region_with_its_exact_share() -> None:
         [AGGSIM, "sweep", scenario, "--vary", x, "--vary", y, "--plugin", plugin], capture_output=True, text=True
     )
     assert shown.returncode == 0, shown.stderr
-    assert "  refused by the model   12.614%" in shown.stdout
+    assert "  refused by the model   13.577%" in shown.stdout
     assert "  refused: the operator would re-create deleted pod train-worker-1 (attempt 0)" in shown.stdout
     # the same paths, counted as `prove` counts them (prove.py `Proof.behaviours`): a refused region is no behaviour
     proved = [AGGSIM, "prove", scenario, "--claim", "retries", "--vary", x, "--vary", y, "--plugin", plugin, "--json"]

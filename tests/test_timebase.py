@@ -113,7 +113,7 @@ def test_run_local_refuses_an_attempt_longer_than_a_real_one_plays_in_one_line()
     assert f"more than the {WALL_PACED_SECONDS:.0f} s" in message
     # it names where the time goes: the 150 s between the last pod's exit and the operator hearing of one
     assert message.endswith(
-        "its longest quiet stretch is 149.50 s, from train-worker-1 exit at 34.75 s to operator job terminal at "
+        "its longest quiet stretch is 149.55 s, from train-worker-1 exit at 34.7 s to operator job terminal at "
         "184.25 s (job.pod_status_seconds is 150 s)"
     ), message
 
