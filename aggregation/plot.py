@@ -65,6 +65,42 @@ def _kind(entry: pb.TimelineEntry) -> Union[str, None]:
     return _MARKER_OF_KIND.get(entry.kind)
 
 
+def _reads_files(attempt: pb.AttemptRecord) -> bool:
+    """Whether propeller's deciding round read the prefix: only a Succeeded job's is read (`propeller_actor.round`)."""
+    return any(e.kind == "observes" and e.condition == "Succeeded" for e in attempt.timeline)
+
+
+def _propeller_says(attempt: pb.AttemptRecord) -> Union[str, None]:
+    """What propeller did at the moment it decided the attempt, as its timeline says; None if it never decided."""
+    decided = [e for e in attempt.timeline if e.kind in ("observes", "workflow_aborted")]
+    if not decided:
+        return None
+    last = decided[-1]
+    if last.kind == "workflow_aborted":
+        did = "aborts the workflow"
+    elif last.condition == "Deleted":
+        did = "finds no job"
+    elif last.condition == "Succeeded":
+        did = "reads the files"
+    else:
+        did = f"sees job {plain(last.condition)}, reads no file"
+    return f" propeller {did} -> {attempt.decision}"
+
+
+def _unread_label(attempts) -> Union[str, None]:
+    """The legend's words for a faded file, true of every faded file in the figure (None when there is none)."""
+    why = {_why_unread(a) for a in attempts for f in a.files if not f.seen_by_propeller}
+    return None if not why else why.pop() if len(why) == 1 else "not read by propeller"
+
+
+def _why_unread(attempt: pb.AttemptRecord) -> str:
+    if _reads_files(attempt):
+        return "uploaded after the read"
+    if any(e.kind == "workflow_aborted" for e in attempt.timeline):
+        return "not decided on: propeller's rounds failed"
+    return "not read: propeller read no file"
+
+
 def timeline_figure(execution, title: str = "") -> Figure:
     """One panel per attempt, one lane per pod: signals, failures, uploads (the winner ringed in gold),
     exits, the job turning terminal and propeller's observing round."""
@@ -127,12 +163,16 @@ def timeline_figure(execution, title: str = "") -> Figure:
                     fontsize=8,
                     color="dimgray",
                 )
-        ax.axvline(attempt.job_terminal_at, color="purple", linestyle="--", linewidth=1)
-        ax.axvline(attempt.observed_at, color="green", linewidth=1.5)
-        # the condition the operator set then (the attempt's own records what propeller found: "Deleted", say)
-        terminal = next((e.condition for e in attempt.timeline if e.kind == "job_terminal"), attempt.job_condition)
-        ax.text(attempt.job_terminal_at, len(pods) - 0.35, f" job {terminal}", color="purple", fontsize=8)
-        ax.text(attempt.observed_at, -0.65, f" propeller reads -> {attempt.decision}", color="green", fontsize=8)
+        # the condition the operator set then (the attempt's own records what propeller found: "Deleted", say); a job
+        # that never turned terminal has no such moment to draw
+        terminal = next((e.condition for e in attempt.timeline if e.kind == "job_terminal"), None)
+        if terminal is not None:
+            ax.axvline(attempt.job_terminal_at, color="purple", linestyle="--", linewidth=1)
+            ax.text(attempt.job_terminal_at, len(pods) - 0.35, f" job {plain(terminal)}", color="purple", fontsize=8)
+        says = _propeller_says(attempt)
+        if says is not None:  # an attempt propeller never decided has no observing round to draw
+            ax.axvline(attempt.observed_at, color="green", linewidth=1.5)
+            ax.text(attempt.observed_at, -0.65, says, color="green", fontsize=8)
         ax.set_yticks(range(len(pods)), [plain(p) for p in pods])
         ax.set_ylim(-0.9, len(pods) - 0.1)
         ax.set_title(
@@ -168,8 +208,10 @@ def timeline_figure(execution, title: str = "") -> Figure:
             label="the error propeller reports",
         )
     )
+    unread = _unread_label(attempts)
+    if unread is not None:
+        handles.append(Line2D([], [], linestyle="", marker="s", color="royalblue", alpha=0.35, label=unread))
     handles += [
-        Line2D([], [], linestyle="", marker="s", color="royalblue", alpha=0.35, label="uploaded after the read"),
         Line2D([], [], color="royalblue", linestyle=":", linewidth=1, label="back to the time the file claims"),
         Line2D([], [], color="purple", linestyle="--", linewidth=1, label="the job turns terminal"),
         Line2D([], [], color="green", linewidth=1.5, label="propeller's observing round"),

@@ -133,3 +133,44 @@ def test_plot_without_matplotlib_is_a_one_line_error(tmp_path):
         env={**os.environ, "PYTHONPATH": str(tmp_path)},
     )
     assert result.returncode == 2 and "--plot needs matplotlib" in result.stderr and "Traceback" not in result.stderr
+
+
+def _labels(figure):
+    texts = [t.get_text().strip() for ax in figure.axes for t in ax.texts]
+    legend = [t.get_text() for t in figure.legends[0].get_texts()]
+    return [t for t in texts if t.startswith(("propeller", "job "))], legend
+
+
+NO_FILE = "not read: propeller read no file"
+
+
+@pytest.mark.parametrize(
+    "scenario, said, unread",
+    [
+        # `propeller_actor.round`: a deleted job's Get finds nothing (checkResourcePhase), no file is read
+        ("ttl_deletes_the_job_before_propeller_looks", "propeller finds no job -> RETRY", NO_FILE),
+        # a Failed job's condition is quoted (GetPhaseInfo), no file is read
+        ("training_outlives_the_deadline", "propeller sees job Failed, reads no file -> RETRY", NO_FILE),
+        # every round's read fails (max-workflow-retries, HandleAbortedWorkflow): no read decides
+        ("rounds_keep_failing", "propeller aborts the workflow -> FAIL", "not decided on: propeller's rounds failed"),
+    ],
+)  # fmt: skip
+def test_the_timeline_says_what_propeller_did_not_that_it_read(scenario, said, unread):
+    """The observing round is labelled by what propeller did there, and a faded file is explained truly: "uploaded
+    after the read" only where a read happened."""
+    from aggregation.plot import timeline_figure
+
+    texts, legend = _labels(timeline_figure(simulate(load_scenario(str(SCENARIOS / f"{scenario}.textproto")))))
+    assert said in texts
+    assert unread in legend and "uploaded after the read" not in legend
+
+
+def test_a_file_that_lands_after_the_read_is_said_to():
+    """Upstream's silent success: the job succeeds at the preempted pod's exit, propeller reads an empty prefix, and
+    the survivor's error file lands after it."""
+    from aggregation.plot import timeline_figure
+
+    spec = load_scenario(str(SCENARIOS / "preemption_during_training.textproto"), "upstream")
+    texts, legend = _labels(timeline_figure(simulate(spec)))
+    assert "propeller reads the files -> SUCCEED" in texts
+    assert "uploaded after the read" in legend
