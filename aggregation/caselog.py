@@ -6,15 +6,21 @@ that column is empty. A point the model refuses has outcome REFUSED, the refusal
 the columns of a played execution.
 
 Rows are written as the sweep runs, so a million-case sweep never holds them in memory, and a file
-that cannot be written is refused before the first simulation.
+that cannot be written is refused before the first simulation. They go to `FILE.partial`, renamed to FILE
+when the sweep is done: a sweep stopped part way (Ctrl-C, a signal, a bug) never leaves a file under the name
+asked for that looks whole; it keeps the rows so far in `FILE.partial` and says so. A FILE that is no regular
+file (`/dev/stdout`, a pipe) is written in place.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import os
+import stat
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import IO, Any, Optional, Sequence
 
 from aggregation.results import Execution
 from aggregation.scenario import ModelRefusal
@@ -46,10 +52,20 @@ class CaseLog:
             raise CaseLogError(f"--out {path}: name it .csv or .jsonl (JSON lines) to choose the format")
         self.format = FORMATS[suffix]
         self.fields = tuple(fields)
+        self.path = path
+        self.rows = 0
         try:
-            self._file: IO[str] = open(path, "w", newline="", encoding="utf-8")
+            mode = os.stat(path).st_mode
+        except OSError:
+            mode = None  # a new file (or one we cannot see: opening it says why)
+        if mode is not None and stat.S_ISDIR(mode):
+            raise CaseLogError(f"--out {path}: is a directory")
+        in_place = mode is not None and not stat.S_ISREG(mode)  # a device or a pipe: there is nothing to rename
+        self.writing = path if in_place else path + ".partial"
+        try:
+            self._file: IO[str] = open(self.writing, "w", newline="", encoding="utf-8")
         except OSError as e:
-            raise CaseLogError(f"--out {path}: {e.strerror}") from None
+            raise CaseLogError(f"--out {self.writing}: {e.strerror}") from None
         self._csv = csv.writer(self._file) if self.format == "csv" else None
         if self._csv is not None:
             self._csv.writerow([*self.fields, *CASE_COLUMNS])
@@ -86,12 +102,37 @@ class CaseLog:
         else:
             case = {key: (None if value == "" else value) for key, value in case.items()}
             self._file.write(json.dumps({"assignment": values, **case}) + "\n")
+        self.rows += 1
 
     def close(self) -> None:
+        """The sweep is done: the rows take the name asked for."""
         self._file.close()
+        if self.writing != self.path:
+            try:
+                os.replace(self.writing, self.path)
+            except OSError as e:
+                raise CaseLogError(f"--out {self.path}: {e.strerror} (the rows are in {self.writing})") from None
+
+    def abandon(self) -> Optional[str]:
+        """The sweep stopped part way: keep what was written, under its own name, and say where (None: it stopped
+        before its first row, and leaves nothing behind)."""
+        self._file.close()
+        rows = f"{self.rows:,} row" + ("" if self.rows == 1 else "s")
+        if self.writing == self.path:
+            return f"--out {self.path} has the first {rows} only"
+        if not self.rows:
+            with contextlib.suppress(OSError):
+                os.unlink(self.writing)
+            return None
+        return f"--out {self.path} not written; the first {rows} are in {self.writing}"
 
     def __enter__(self) -> "CaseLog":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, kind, error, traceback) -> None:
+        if error is None:
+            self.close()
+            return
+        note = self.abandon()
+        if note is not None:  # PEP 678's notes (set by hand: Python 3.10 has no add_note): the CLI's last line says it
+            error.__notes__ = [*getattr(error, "__notes__", ()), note]

@@ -182,10 +182,10 @@ class AggsimGroup(click.Group):
         except click.ClickException as e:
             _last_words(f"aggsim: {e.format_message()}")
             sys.exit(e.exit_code)
-        except (KeyboardInterrupt, click.exceptions.Abort):
-            _interrupted("SIGINT", 130)
+        except (KeyboardInterrupt, click.exceptions.Abort) as e:
+            _interrupted("SIGINT", 130, _notes(e))
         except Interrupted as e:
-            _interrupted(signal.Signals(e.signum).name, 128 + e.signum)
+            _interrupted(signal.Signals(e.signum).name, 128 + e.signum, _notes(e))
         except (BrokenPipeError, ReaderGone):  # the reader went away (`| head`): stop quietly, as a SIGPIPE would
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(128 + signal.SIGPIPE)
@@ -219,17 +219,25 @@ def _internal_error(e: BaseException) -> None:
     """A bug in aggsim: say so in one line; AGGSIM_DEBUG=1 shows the traceback."""
     if os.environ.get("AGGSIM_DEBUG"):
         raise e
-    _last_words(f"aggsim: internal error: {type(e).__name__}: {e} (AGGSIM_DEBUG=1 shows the traceback)")
+    said = "".join(f"; {note}" for note in _notes(e))
+    _last_words(f"aggsim: internal error: {type(e).__name__}: {e} (AGGSIM_DEBUG=1 shows the traceback){said}")
     sys.exit(USAGE_ERROR)
 
 
-def _interrupted(name: str, code: int) -> None:
+def _notes(e: BaseException) -> tuple[str, ...]:
+    """What the code the exception passed through added for the user's last line (PEP 678 `__notes__`; click's
+    Abort carries the KeyboardInterrupt it replaced as its cause)."""
+    return tuple(getattr(e, "__notes__", ())) or tuple(getattr(e.__cause__, "__notes__", ()))
+
+
+def _interrupted(name: str, code: int, notes: tuple[str, ...] = ()) -> None:
     import signal
 
     for signum in INTERRUPTING_SIGNALS:  # cleanup is done; a second signal just ends it
         signal.signal(signum, signal.SIG_DFL)
     try:
-        click.echo(f"aggsim: interrupted ({name}); every process it started is stopped", err=True)
+        said = "".join(f"; {note}" for note in notes)
+        click.echo(f"aggsim: interrupted ({name}); every process it started is stopped{said}", err=True)
     except OSError:
         pass
     sys.exit(code)
@@ -716,7 +724,8 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, con
     "--out",
     "out_path",
     type=LocalPath(dir_okay=False),
-    help="also write one row per case (assignment x plugin x aggregation) with its outcome: .csv or .jsonl",
+    help="also write one row per case (assignment x plugin x aggregation) with its outcome: .csv or .jsonl "
+    "(as FILE.partial until the sweep is done)",
 )
 @click.option(
     "--plot",
@@ -796,7 +805,7 @@ def sweep(
                 **_deployment_sweep_arguments(config_files),
             )
     except (ScenarioError, ProfileError, CaseLogError) as e:
-        _fail(str(e))
+        _fail("; ".join((str(e), *_notes(e))))
         return
     if plot_path:
         _save_figure(plot_path, "outcome_heatmap", result)

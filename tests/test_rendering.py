@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
+import time
 
 import pytest
 from conftest import AGGSIM, SCENARIOS, T0
@@ -316,3 +318,44 @@ def test_a_refusal_s_line_keeps_each_number_with_its_unit_at_any_width(width, wo
                 m for m in re.finditer(r"\d (?:/ )?(?:s|ms)\b", joined) if m.start() < len(line.rstrip()) < m.end()
             ]
             assert not broken, (line, after)
+
+
+@pytest.mark.parametrize("suffix, signum, code", [(".csv", signal.SIGINT, 130), (".jsonl", signal.SIGTERM, 143)])
+def test_an_interrupted_sweep_never_leaves_a_file_that_looks_whole(tmp_path, suffix, signum, code):
+    """`--out FILE` is written as FILE.partial and renamed when the sweep is done: stopped part way, FILE keeps what
+    it had, the rows so far stay in FILE.partial (each row whole), and the one last line says where they are."""
+    out = tmp_path / f"cases{suffix}"
+    out.write_text("an earlier sweep's rows\n")
+    partial = tmp_path / f"cases{suffix}.partial"
+    args = [AGGSIM, "sweep", "preemption_during_training", "--samples", "20000", "--out", str(out)]
+    sweep = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while (not partial.exists() or partial.stat().st_size < 10_000) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sweep.poll() is None, "the sweep ended before it could be interrupted"
+        sweep.send_signal(signum)
+        _, err = sweep.communicate(timeout=60)
+    finally:
+        sweep.kill()
+        sweep.wait()
+    assert sweep.returncode == code
+    assert out.read_text() == "an earlier sweep's rows\n"
+    text = partial.read_text()
+    assert text.endswith("\n")
+    rows = text.splitlines()[1:] if suffix == ".csv" else [json.loads(line) for line in text.splitlines()]
+    assert len(err.splitlines()) == 1 and err.startswith("aggsim: interrupted")
+    assert f"--out {out} not written; the first {len(rows):,} rows are in {partial}" in err
+
+
+def test_a_finished_sweep_renames_its_rows_and_writes_a_device_in_place(tmp_path):
+    args = ["sweep", "sibling_user_error_cleanup_no_aggregation", "--vary", "timings.upload_seconds=0.05,3"]
+    aggsim(*args, "--out", str(tmp_path / "cases.csv"), columns=80)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.csv"]
+    device = tmp_path / "rows.jsonl"
+    device.symlink_to("/dev/null")
+    aggsim(*args, "--out", str(device), columns=80)
+    assert device.is_symlink() and not (tmp_path / "rows.jsonl.partial").exists()
+    (tmp_path / "dir.csv").mkdir()
+    refused = subprocess.run([AGGSIM, *args, "--out", str(tmp_path / "dir.csv")], capture_output=True, text=True)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "is a directory" in refused.stderr
