@@ -3,6 +3,7 @@ outcome lies, on a terminal (rich) and as one JSON object."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import TYPE_CHECKING, Sequence
 
 from aggregation.explore import OUTCOMES, outcome_label
@@ -48,12 +49,29 @@ def render_regions(cells: Sequence[RegionCell], meaning: dict, console: "Console
         for kind in refusals:  # why the model refuses (`--json` has each region's witness to replay it)
             console.print(Text(f"  refused: {kind}"), highlight=False)
     if any(r.relaxed for c in cells for r in c.map.regions):
-        console.print(
-            "\nBoundaries through nanosecond stamps are exact to a nanosecond (the stamps' own resolution).",
-            highlight=False,
-        )
+        note = "\nBoundaries through nanosecond stamps are exact to a nanosecond (the stamps' own resolution)"
+        sums = [_shares_sum(c.map) for c in cells]
+        off = [(c, total) for c, total in zip(cells, sums) if total != 1]
+        if off:
+            # the regions either side of such a boundary may both hold its nanosecond (or neither): say by how much
+            said = "; ".join(f"{c.label}'s shares sum to {_percent_off_100(total)}" for c, total in off)
+            note += f": the regions either side of one may both hold that nanosecond (or neither), so {said}"
+        console.print(note + ".", highlight=False)
     if not plotted:
         console.print("--plot FILE draws the regions; --json lists every region's polygons.", highlight=False)
+
+
+def _shares_sum(region_map) -> Fraction:
+    return sum((region_map.share(o) for o in region_map.outcomes()), Fraction(0))
+
+
+def _percent_off_100(total: Fraction) -> str:
+    """`total` as a percentage with the digits that show how far it is from 100% (100.00000008%)."""
+    for digits in range(3, 16):
+        shown = f"{float(total):.{digits}%}"
+        if float(shown[:-1]) != 100:
+            return shown
+    return f"{float(total):.15%}"
 
 
 def regions_to_json(cells: Sequence[RegionCell]) -> dict:
@@ -74,6 +92,8 @@ def regions_to_json(cells: Sequence[RegionCell]) -> dict:
                 "shares": {
                     o: {"share": float(cell.map.share(o)), "exact": str(cell.map.share(o))} for o in cell.map.outcomes()
                 },
+                # 1 unless a relaxed boundary (a nanosecond stamp's) lets two regions share its nanosecond
+                "shares_sum": {"share": float(_shares_sum(cell.map)), "exact": str(_shares_sum(cell.map))},
                 "regions": [
                     {
                         "outcome": r.behaviour.outcome,

@@ -303,3 +303,21 @@ def test_drawing_a_map_stays_within_the_cell_s_budget() -> None:
     spent = Solver((x, y), 60_000, deadline=time.perf_counter())
     with pytest.raises(ProveError, match="the region map cannot be drawn: the time budget ran out"):
         path_region(path, x, y, spent)
+
+
+def test_a_map_with_nanosecond_boundaries_says_how_far_its_shares_sum_from_100_percent() -> None:
+    """Relaxed boundaries (nanosecond stamps, `pieces.path_pieces`) let the regions either side share a nanosecond, so
+    the shares of an "exact" map may sum to a hair over 100%: the report says by how much, from the exact areas, and
+    the JSON carries the sum; a map with no relaxed boundary sums to exactly 1 and says nothing of it."""
+    scenario, x, y, plugin, _ = CASES[1]  # seed-pr: aggregation on compares nanosecond stamps, off does not
+    args = [AGGSIM, "sweep", scenario, "--vary", x, "--vary", y, "--plugin", plugin]
+    cells = json.loads(subprocess.run([*args, "--json"], capture_output=True, text=True).stdout)["cells"]
+    sums = {c["aggregation"]: Fraction(c["shares_sum"]["exact"]) for c in cells}
+    for cell in cells:
+        assert sums[cell["aggregation"]] == sum(Fraction(s["exact"]) for s in cell["shares"].values())
+    assert sums[False] == 1 and sums[True] != 1
+    shown = " ".join(subprocess.run(args, capture_output=True, text=True).stdout.split())
+    off = f"{float(sums[True]):.7%}"
+    assert float(off[:-1]) != 100
+    assert f"so {plugin} / aggregation on's shares sum to {off}." in shown
+    assert "aggregation off's shares" not in shown
