@@ -73,6 +73,18 @@ class PodState(enum.Enum):
 
 _NO_POD = dict.fromkeys(PodState, 0)
 
+#: why a scenario's worker error at this moment finds no training worker to fail, by the pod's state
+_NO_WORKER_TO_FAIL = {
+    PodState.STARTING: "its workers have not started (the first rendezvous)",
+    PodState.WAITING: "its workers are stopped (it waits in the rendezvous)",
+    PodState.FAILING: "a worker of it has already failed",
+    PodState.FINISHED: "its workers have returned (training is complete)",
+    PodState.AT_EXIT_BARRIER: "its workers have returned (training is complete)",
+    PodState.REPORTING: "its agent has already raised",
+    PodState.STOPPING: "its agent is on its way out",
+    PodState.EXITED: "the pod has exited",
+}
+
 
 @dataclass(frozen=True)
 class ErrorRecord:
@@ -320,8 +332,10 @@ class Pod:
         self._finish(ErrorRecord(CODE_RECOVERABLE, True, stamp, self.worker_name, SIGNAL_MESSAGE))
 
     def worker_error(self, recoverable: bool, message: str, genuine: bool) -> None:
-        """A worker of this pod raises now."""
+        """A worker of this pod raises now, if one is training; otherwise the timeline says why none does."""
         if self.state is not PodState.TRAINING:
+            # only a scenario's error gets here: a peer's death's is cancelled with the course it was scheduled on
+            self._log(What.WORKER_ERROR_NOT_RAISED, reason=_NO_WORKER_TO_FAIL[self.state])
             return
         failed_at = self.clock.now
         self._change_course(PodState.FAILING)

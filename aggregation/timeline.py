@@ -36,6 +36,7 @@ class What(NamedEnum):
     SIGKILL = "sigkill"
     SIGNAL_CAUGHT = "signal_caught"  # the plugin saw torch's SignalException
     WORKER_FAILED = "worker_failed"
+    WORKER_ERROR_NOT_RAISED = "worker_error_not_raised"  # a scenario's worker error finds no training worker to fail
     AGENT_RAISES = "agent_raises"  # ChildFailedError reaches the plugin
     AWAITS_SIBLING = "awaits_sibling"  # a collateral failure: the plugin waits for a sibling's report first
     YIELDS = "yields"  # a sibling's error file is there: the plugin leaves it standing (IgnoreOutputs)
@@ -127,6 +128,8 @@ class Event(NamedTuple):
             cause = "" if self.genuine or not self.reason else self.reason
             detail = ", ".join(x for x in (kind, cause) if x)
             return f"worker{rank} fails" + (f" ({detail})" if detail else "")
+        if what is w.WORKER_ERROR_NOT_RAISED:
+            return f"the scenario's worker error does not fire: {self.reason}"
         if what is w.AGENT_RAISES:
             return "agent raises ChildFailedError"
         if what is w.AWAITS_SIBLING:

@@ -253,6 +253,26 @@ def test_seed_pr_stamps_after_worker_shutdown_recoverable_at_arrival():
         assert mine.at == pytest.approx(35.30)
 
 
+def test_a_worker_error_with_no_training_worker_to_fail_says_so_in_the_timeline():
+    """`Pod.worker_error`: a scenario's worker error fails a worker only while the pod trains; real workers do the
+    same (`localjob/workloads.py` `due`: nothing after the finish fires). Elsewhere the timeline says why it does
+    not fire, and nothing else changes."""
+    events = (
+        'events { at_seconds: 1 pod: "a" worker_error {} } events { at_seconds: 20 completion {} } '
+        'events { at_seconds: 22 pod: "b" worker_error {} } events { at_seconds: 30 pod: "a" worker_error {} }'
+    )
+    execution = simulate(scenario(events, delay=40))
+    attempt = execution.attempts[0]
+    said = [(e.at, e.actor, e.describe()) for e in attempt.timeline if e.what is What.WORKER_ERROR_NOT_RAISED]
+    assert said == [
+        (1, "a", "the scenario's worker error does not fire: its workers have not started (the first rendezvous)"),
+        (22, "b", "the scenario's worker error does not fire: its workers have returned (training is complete)"),
+        (30, "a", "the scenario's worker error does not fire: the pod has exited"),
+    ]
+    assert not any(e.what is What.WORKER_FAILED for e in attempt.timeline)
+    assert (execution.final_phase.value, len(execution.attempts)) == ("SUCCEEDED", 1)
+
+
 def test_signal_lost_in_fork_runs_until_sigkill():
     """A SIGTERM inside os.fork() is dropped by CPython's at-fork hooks: the agent runs on until SIGKILL."""
     spec = scenario(
