@@ -162,6 +162,9 @@ class AggsimGroup(click.Group):
         import signal
         import threading
 
+        if sys.stdout is None:  # started with its standard output closed (`>&-`): nowhere to put an answer
+            _last_words("aggsim: cannot write the output: standard output is closed")
+            sys.exit(USAGE_ERROR)
         previous = (  # signal handlers can only be set from the main thread (an in-process caller may not be)
             {signum: signal.signal(signum, _raise_interrupted) for signum in INTERRUPTING_SIGNALS}
             if threading.current_thread() is threading.main_thread()
@@ -273,6 +276,17 @@ TIMEOUT_OPTION = click.option(
     show_default=True,
     help="seconds a remote store may take to answer one request (connect and read), else exit 2",
 )
+
+
+def _refuse_a_store_no_process_shares(location: str) -> None:
+    """`memory://` is the filesystem of one Python process: each aggsim command starts empty, so any path would get a
+    verdict about nothing. It is for the Python API (`explain_prefix` on a `MemoryPrefix`, or fsspec's memory store
+    in the same process)."""
+    if location.lower().startswith("memory://"):
+        _fail(
+            f"{location}: a memory:// store lives in one process, and this one has just started (it is empty); "
+            "use the Python API (aggregation.explain_prefix) in the process that wrote it"
+        )
 
 
 def _quiet_store_loggers(location: str) -> None:
@@ -421,7 +435,8 @@ def explain(
 ) -> None:
     """What propeller concludes if it observes the PyTorchJob Succeeded now, for output prefix PREFIX.
 
-    With --propeller-config, the deployment's files set the strategy and the limits; flags given on the
+    With --propeller-config, the deployment's files set the strategy (Flyte's default, the single error.pb
+    reader, where they leave enable-distributed-error-aggregation unset) and the limits; flags given on the
     command line still win.
     """
     if system_failures > attempts:
@@ -433,15 +448,19 @@ def explain(
     if _given_on_command_line("ignore_retry_cause") or "ignore_retry_cause" not in deployment.values:
         config = replace(config, ignore_retry_cause=ignore_retry_cause)
     config = replace(config, max_payload_bytes=_payload_limit(config, max_download_mb))
-    if not _given_on_command_line("strategy") and deployment.error_aggregation is not None:
+    if config_files and not _given_on_command_line("strategy"):
+        # the deployment's files decide; one that leaves the flag unset (or null) runs Flyte's default, off
         strategy = EARLIEST if deployment.error_aggregation else DEFAULT
     from aggregation.explain import explain_prefix
     from aggregation.propeller import NodeState
-    from aggregation.storage import StorageError, StoreUnreachable, open_prefix
+    from aggregation.storage import FsspecPrefix, StorageError, StoreUnreachable, not_a_directory, open_prefix
 
+    _refuse_a_store_no_process_shares(prefix)
     _quiet_store_loggers(prefix)
     try:
         store = open_prefix(prefix, timeout=timeout)
+        if isinstance(store, FsspecPrefix) and store.remote and store.whole_object_size() is not None:
+            raise StorageError(not_a_directory(prefix, exists=True))  # as for a local file: an object, not a prefix
         state = NodeState(attempts, system_failures)
         explanation = explain_prefix(store, strategy, outputs_declared, retries, state, config, note_unread=True)
     except (StorageError, StoreUnreachable) as e:
@@ -505,6 +524,8 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
     )
     decision = explanation.decision
     detail = literal(f" {decision.code} ({decision.kind})") if decision.code else ""
+    if decision.decision.value == "WAIT" and decision.message:  # rounds that fail for ever: say why it never ends
+        detail = literal(f" ({decision.message})")
     console.print(Text.assemble("node: ", (decision.decision.value, "bold"), detail))
 
 
@@ -527,6 +548,7 @@ def validate(targets, as_json, allow_empty, max_download_mb, config_files, timeo
 
     limit = _payload_limit(_deployment(config_files).propeller_config(), max_download_mb)
     for target in targets:
+        _refuse_a_store_no_process_shares(target)
         _quiet_store_loggers(target)
     reports = []
     for target in targets:
@@ -534,6 +556,7 @@ def validate(targets, as_json, allow_empty, max_download_mb, config_files, timeo
             reports.extend(validate_target(target, timeout, limit))
         except (StorageError, StoreUnreachable) as e:
             _fail(str(e))
+    passed = all(r.ok for r in reports) and bool(reports or allow_empty)
     if as_json:
         click.echo(
             json.dumps(
@@ -546,20 +569,23 @@ def validate(targets, as_json, allow_empty, max_download_mb, config_files, timeo
                         }
                         for r in reports
                     ],
-                    "ok": all(r.ok for r in reports),
+                    "ok": passed,
                 },
                 indent=2,
             )
         )
     else:
+        from aggregation.printable import printable
+
+        # a key may hold a newline or an escape sequence: one finding stays one line, and the terminal shows the name
         for report in reports:
             if report.ok:
-                click.echo(f"{report.path}: ok")
+                click.echo(printable(f"{report.path}: ok"))
             for finding in report.findings:
-                click.echo(_finding_line(f"{report.path}: {finding.check}: {finding.message}"))
+                click.echo(_finding_line(printable(f"{report.path}: {finding.check}: {finding.message}")))
         if not reports:
             click.echo("no error files found" + ("" if allow_empty else " (pass --allow-empty if that is expected)"))
-    sys.exit(0 if all(r.ok for r in reports) and (reports or allow_empty) else 1)
+    sys.exit(0 if passed else 1)
 
 
 def _finding_line(text: str) -> str:

@@ -91,7 +91,7 @@ class Explanation:
 
     def to_json(self) -> dict[str, Any]:
         node = None
-        if self.decision.decision.value in ("SUCCEED", "RETRY", "FAIL"):
+        if self.decision.decision.value in ("SUCCEED", "RETRY", "FAIL", "WAIT"):  # WAIT: rounds that fail for ever
             node = {"decision": self.decision.decision.value, "code": None, "kind": None}
             if self.decision.decision.value == "FAIL":
                 node.update(code=self.decision.code, kind=self.decision.kind)

@@ -219,6 +219,10 @@ def node_decision(
     if outcome.phase is TaskPhase.ROUND_FAILED:
         # The same files fail every round: after max-workflow-retries failed rounds, HandleAbortedWorkflow.
         limit = config.workflow_retry_limit
+        if limit == UINT32_MAX:  # flytepropeller v1.16.8 `controller/handler.go`: FailedAttempts > uint32(-1) never
+            return NodeDecision(
+                Decision.WAIT, message=f"every round fails alike, for ever: {NEVER_ABORTS}", next_state=state
+            )
         return NodeDecision(
             Decision.FAIL,
             code="Workflow abort failed",

@@ -197,7 +197,7 @@ class FsspecPrefix:
         self.root = root.rstrip("/")
         self.requests = RequestCounter()
         if self._is_local() and not self.fs.isdir(self.root):
-            raise PrefixNotFound(_not_a_directory(url, self.fs.exists(self.root)))
+            raise PrefixNotFound(not_a_directory(url, self.fs.exists(self.root)))
         if self.remote:
             self._probe(protocol)
 
@@ -264,6 +264,14 @@ class FsspecPrefix:
                 raise
             raise StoreUnreachable(f"{self.location}: {what}: {_why(e)}") from None
 
+    def whole_object_size(self) -> Optional[int]:
+        """The location's own size when it names one object rather than a prefix (`validate FILE`), else None."""
+        try:
+            info = self._remote_call("looking it up", self.fs.info, self.root)
+        except FileNotFoundError:
+            return None
+        return int(info.get("size") or 0) if info.get("type") == "file" else None
+
     def whole_object(self) -> Optional[bytes]:
         """The location's own bytes when it names one object rather than a prefix (`validate FILE`), else None."""
         try:
@@ -327,7 +335,7 @@ class FsspecPrefix:
             raise StorageError(f"failed to read {self.location}/{key}: {e}") from None
 
 
-def _not_a_directory(location: str, exists: bool) -> str:
+def not_a_directory(location: str, exists: bool) -> str:
     if exists:
         return f"{location}: a file, not an output prefix (the directory an attempt's pods upload into)"
     return f"{location}: no such file or directory"
@@ -341,7 +349,7 @@ class LocalPrefix:
         self.location = location or directory
         self.requests = RequestCounter()
         if not os.path.isdir(self.root):
-            raise PrefixNotFound(_not_a_directory(self.location, os.path.exists(self.root)))
+            raise PrefixNotFound(not_a_directory(self.location, os.path.exists(self.root)))
 
     def _full(self, key: str) -> str:
         return self.root + "/" + key  # keys are "/"-separated, as on POSIX
@@ -360,21 +368,25 @@ class LocalPrefix:
         return _pages(entries, self.requests)
 
     def _walk(self, path: str, relative: str, key_prefix: str, out: list[ObjectEntry]) -> None:
-        try:
-            scanner = os.scandir(path)
-        except FileNotFoundError:
-            return
-        with scanner:
-            for entry in scanner:
-                key = f"{relative}/{entry.name}" if relative else entry.name
-                if key.startswith(key_prefix):
-                    if entry.is_file():  # regular files (or links to them) only: FIFOs and sockets are no objects
-                        # no size: a local listing would need a stat per file, and the readers HEAD anyway
-                        out.append(ObjectEntry(key))
-                    elif entry.is_dir(follow_symlinks=False):
-                        self._walk(entry.path, key, key_prefix, out)
-                elif key_prefix.startswith(key + "/") and entry.is_dir(follow_symlinks=False):
-                    self._walk(entry.path, key, key_prefix, out)
+        # a stack, not recursion: a tree deeper than Python's recursion limit is still a prefix an object store can hold
+        stack = [(path, relative)]
+        while stack:
+            path, relative = stack.pop()
+            try:
+                scanner = os.scandir(path)
+            except FileNotFoundError:
+                continue
+            with scanner:
+                for entry in scanner:
+                    key = f"{relative}/{entry.name}" if relative else entry.name
+                    if key.startswith(key_prefix):
+                        if entry.is_file():  # regular files (or links to them) only: FIFOs and sockets are no objects
+                            # no size: a local listing would need a stat per file, and the readers HEAD anyway
+                            out.append(ObjectEntry(key))
+                        elif entry.is_dir(follow_symlinks=False):
+                            stack.append((entry.path, key))
+                    elif key_prefix.startswith(key + "/") and entry.is_dir(follow_symlinks=False):
+                        stack.append((entry.path, key))
 
     def head(self, key: str) -> Optional[int]:
         self.requests.heads += 1

@@ -39,24 +39,30 @@ class FileReport:
         return not self.findings
 
 
+def _name_findings(name: str) -> list[Finding]:
+    if name.startswith(ERROR_PREFIX) and name.endswith(ERROR_SUFFIX):
+        return []
+    why = f"not listed by the earliest reader: the key must start with {ERROR_PREFIX!r} and end with {ERROR_SUFFIX!r}"
+    return [Finding("name", why)]
+
+
+def findings_if_too_large(name: str, size: int, max_payload_bytes: int) -> Optional[list[Finding]]:
+    """An error file over the payload limit fails propeller's round at its HEAD (`validatePayloadSize`), before any
+    read: its findings are the name's and the size's, and nothing of its content matters (nor is it read). None when
+    it is within the limit."""
+    if size <= max_payload_bytes:
+        return None
+    over = f"{size} bytes is over the {max_payload_bytes}-byte payload limit: propeller's round fails"
+    return [*_name_findings(name), Finding("size", over)]
+
+
 def check_document(name: str, data: bytes, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> list[Finding]:
     """Every finding for one error file called `name` (its key relative to the output prefix)."""
-    findings: list[Finding] = []
+    oversized = findings_if_too_large(name, len(data), max_payload_bytes)
+    if oversized is not None:
+        return oversized
+    findings = _name_findings(name)
     base = posixpath.basename(name)
-    if not (name.startswith(ERROR_PREFIX) and name.endswith(ERROR_SUFFIX)):
-        findings.append(
-            Finding(
-                "name",
-                f"not listed by the earliest reader: the key must start with {ERROR_PREFIX!r} "
-                f"and end with {ERROR_SUFFIX!r}",
-            )
-        )
-    if len(data) > max_payload_bytes:
-        findings.append(
-            Finding(
-                "size", f"{len(data)} bytes is over the {max_payload_bytes}-byte payload limit: propeller's round fails"
-            )
-        )
     try:
         document = parse_document(data)
     except DecodeError as e:
@@ -153,6 +159,10 @@ def validate_prefix(prefix: OutputPrefix, max_payload_bytes: int = DEFAULT_MAX_P
 def validate_object(prefix: OutputPrefix, key: str, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> FileReport:
     location = f"{prefix.location.rstrip('/')}/{key}"
     try:
+        size = prefix.head(key)  # as propeller does, before it reads: an oversized file is never read
+        oversized = None if size is None else findings_if_too_large(key, size, max_payload_bytes)
+        if oversized is not None:
+            return FileReport(location, tuple(oversized))
         data = prefix.read(key)
     except StorageError as e:
         return FileReport(location, (Finding("read", str(e)),))
@@ -174,14 +184,18 @@ def validate_target(
     a prefix for every error* key under it. Raises `StorageError` / `StoreUnreachable` when it cannot be reached."""
     import os
 
-    from aggregation.storage import FsspecPrefix, LocalPrefix, open_prefix
+    from aggregation.storage import FsspecPrefix, LocalPrefix, PrefixNotFound, open_prefix
 
     local = target[len("file://") :] if target.startswith("file://") else target if "://" not in target else None
     if local is not None and os.path.exists(local) and not (os.path.isfile(local) or os.path.isdir(local)):
         raise StorageError(
             f"{target}: neither a regular file nor a directory (no object store holds a FIFO or a device)"
         )
+    name = posixpath.basename(target)
     if local is not None and os.path.isfile(local):
+        oversized = findings_if_too_large(name, os.path.getsize(local), max_payload_bytes)
+        if oversized is not None:
+            return [FileReport(target, tuple(oversized))]
         try:
             with open(local, "rb") as f:
                 return [report_for_file(target, f.read(), max_payload_bytes=max_payload_bytes)]
@@ -189,7 +203,17 @@ def validate_target(
             return [report_for_file(target, None, f"cannot read: {e.strerror}")]
     prefix = open_prefix(target, timeout=timeout)
     if isinstance(prefix, FsspecPrefix) and not isinstance(prefix, LocalPrefix):
-        data = prefix.whole_object()
+        size = prefix.whole_object_size()
+        oversized = None if size is None else findings_if_too_large(name, size, max_payload_bytes)
+        if oversized is not None:
+            return [FileReport(target, tuple(oversized))]
+        data = prefix.whole_object() if size is not None else None
         if data is not None:
             return [report_for_file(target, data, max_payload_bytes=max_payload_bytes)]
+        reports = validate_prefix(prefix, max_payload_bytes)
+        if not reports and name.endswith(ERROR_SUFFIX):
+            # an object store has no directories: a file's name with nothing there is a missing file (a typo),
+            # as a local path is, not an empty prefix that would pass `--allow-empty`
+            raise PrefixNotFound(f"{target}: no such object (nor any error file under it as a prefix)")
+        return reports
     return validate_prefix(prefix, max_payload_bytes)

@@ -200,6 +200,23 @@ def test_bad_files_get_the_propeller_verdict(prefix, name, data, phase):
         assert out["node"] == {"decision": "FAIL", "code": "Workflow abort failed", "kind": "SYSTEM"}
 
 
+def test_a_round_that_fails_with_max_workflow_retries_minus_one_waits_for_ever(prefix, tmp_path):
+    """flytepropeller v1.16.8 `controller/handler.go`: the workflow aborts once FailedAttempts > uint32(limit); -1 is
+    uint32's largest, which a uint32 count never exceeds, so the failing round is retried for ever (docs section 6)."""
+    prefix("error.pb", b"\x0a\x05\x0a\x03")  # a truncated ErrorDocument: every round fails to read it
+    config = tmp_path / "config.yaml"
+    config.write_text("propeller:\n  max-workflow-retries: -1\n")
+    out = explain_json(str(prefix.path), "--propeller-config", str(config))
+    assert out["task_phase"] == "ROUND_FAILED" and out["node"] == {"decision": "WAIT", "code": None, "kind": None}
+    shown = subprocess.run(
+        [AGGSIM, "explain", str(prefix.path), "--propeller-config", str(config)], capture_output=True, text=True
+    )
+    assert "node: WAIT (every round fails alike, for ever: max-workflow-retries is uint32's largest" in " ".join(
+        shown.stdout.split()
+    )
+    assert "abort" not in shown.stdout
+
+
 def test_oversized_file_fails_the_round(prefix):
     prefix("error-a.pb", error_document_bytes(message="x" * (2 * 1024 * 1024), timestamp_ns=T0))
     out = explain_json(str(prefix.path))
@@ -382,6 +399,40 @@ def test_validate_fails_on_a_prefix_without_error_files_unless_allowed(tmp_path)
     empty = run("validate", str(tmp_path))
     assert empty.exit_code == 1 and "no error files found" in empty.output
     assert run("validate", str(tmp_path), "--allow-empty").exit_code == 0
+    # the JSON says what the exit code says
+    as_json = run("validate", str(tmp_path), "--json")
+    assert as_json.exit_code == 1 and json.loads(as_json.output) == {"files": [], "ok": False}
+    allowed = run("validate", str(tmp_path), "--json", "--allow-empty")
+    assert allowed.exit_code == 0 and json.loads(allowed.output)["ok"] is True
+
+
+def test_validate_does_not_read_a_file_over_the_limit(prefix):
+    """Propeller's round fails at the HEAD (`validatePayloadSize`) before it reads: an oversized file's findings
+    are its size (and name), never its content, and it is not read (a sparse 3 GiB file answers at once)."""
+    path = prefix("error-big.pb", b"")
+    os.truncate(path, 3 * 2**30)
+    for target in (path, prefix.path):
+        result = run("validate", str(target))
+        assert result.exit_code == 1
+        assert result.output.splitlines() == [
+            f"{path}: size: {3 * 2**30} bytes is over the 2097152-byte payload limit: propeller's round fails"
+        ]
+
+
+def test_validate_prints_a_name_with_control_characters_escaped_on_one_line(tmp_path):
+    (tmp_path / "error-\x1b[31mRED\n.pb").write_bytes(b"")
+    result = subprocess.run([AGGSIM, "validate", str(tmp_path)], capture_output=True, text=True)
+    assert result.returncode == 1 and "\x1b" not in result.stdout
+    lines = result.stdout.splitlines()
+    assert lines and all("error-\\x1b[31mRED\\x0a.pb: " in line for line in lines)
+
+
+@pytest.mark.parametrize("command", ["explain", "validate"])
+def test_a_memory_store_from_the_command_line_is_refused_not_read_as_empty(command):
+    """`memory://` lives in one process: a new aggsim process would find any path empty and give it a verdict."""
+    result = subprocess.run([AGGSIM, command, "memory://bucket/run/0"], capture_output=True, text=True)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.count("\n") == 1 and "a memory:// store lives in one process" in result.stderr
 
 
 def test_simulate_expect_exits_1_when_the_verdict_differs():

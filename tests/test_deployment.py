@@ -50,6 +50,16 @@ def test_the_deployment_s_flag_picks_the_reader(two_files, tmp_path):
     assert json.loads(forced.stdout)["strategy"] == "earliest"
     merged = aggsim("explain", str(two_files), "--propeller-config", EXAMPLE, "--propeller-config", off, "--json")
     assert json.loads(merged.stdout)["strategy"] == "default"
+    # flyteplugins v1.16.8 `defaultK8sConfig` leaves EnableDistributedErrorAggregation false: a deployment whose
+    # files do not set it (or set it to null, which viper's AllSettings drops) runs the single error.pb reader
+    for unset in (
+        "propeller:\n  max-workflow-retries: 10\n",
+        "plugins:\n  k8s:\n    enable-distributed-error-aggregation: ~\n",
+    ):
+        quiet = json.loads(
+            aggsim("explain", str(two_files), "--propeller-config", write(tmp_path, unset), "--json").stdout
+        )
+        assert quiet["strategy"] == "default" and quiet["error"]["code"] == "USER:RuntimeError"
 
 
 def test_max_download_mbs_from_the_file_or_the_flag_sets_the_size_limit(tmp_path):

@@ -425,3 +425,26 @@ def test_two_members_of_one_oneof_are_refused_since_setting_one_clears_the_other
         "--vary", "timings.on_peer_death.wait_in_rendezvous.timeout_seconds=5,10",
     )  # fmt: skip
     one_line_error(result, "timings.on_peer_death has one reaction at a time", "setting one clears the other")
+
+
+def test_a_prefix_deeper_than_python_s_recursion_limit_is_listed(tmp_path):
+    """An object store holds keys of any depth; the local listing walks with a stack, not recursion."""
+    from aggregation.documents import error_document_bytes
+
+    deep = tmp_path / "errors"
+    deep.mkdir()
+    for _ in range(1200):  # one level at a time: Path.mkdir(parents=True) recurses too
+        deep = deep / "a"
+        deep.mkdir()
+    (deep / "e.pb").write_bytes(error_document_bytes(code="USER:Deep", timestamp_ns=10**18))
+    done = subprocess.run([AGGSIM, "explain", str(tmp_path), "--json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["error"]["code"] == "USER:Deep"
+
+
+def test_a_closed_standard_output_is_one_line_and_exit_2(tmp_path):
+    for args in (("explain", str(tmp_path)), ("explain", str(tmp_path), "--json")):
+        done = subprocess.run([AGGSIM, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        closed = subprocess.run(["bash", "-c", '"$0" "$@" >&-', AGGSIM, *args], capture_output=True, text=True)
+        assert done.returncode == 0
+        assert (closed.returncode, closed.stderr) == (2, "aggsim: cannot write the output: standard output is closed\n")

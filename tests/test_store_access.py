@@ -118,6 +118,22 @@ def test_with_working_credentials_the_verdict_is_propeller_s(s3):
     assert done.returncode == 0 and json.loads(done.stdout)["task_phase"] == "SUCCEEDED"
 
 
+def test_a_file_is_no_prefix_and_a_missing_file_no_empty_prefix(s3):
+    """The same answers as for local paths: `explain` given an error file refuses it (it is an object, not the
+    prefix an attempt's pods upload into), and `validate` given a file name that is not there fails (exit 2), never
+    passing as an empty prefix."""
+    endpoint, valid = s3
+    env = {**base_env(endpoint), **valid}
+    assert_one_line(aggsim(env, "explain", f"s3://{BUCKET}/run/0/error-a.pb"), "a file, not an output prefix")
+    alone = aggsim(env, "validate", f"s3://{BUCKET}/run/0/error-a.pb")  # read as the file (its message is empty)
+    assert alone.returncode == 1 and alone.stdout == f"s3://{BUCKET}/run/0/error-a.pb: message: `message` is empty\n"
+    typo = aggsim(env, "validate", f"s3://{BUCKET}/run/0/error-a.pb", f"s3://{BUCKET}/run/0/error-TYPO.pb")
+    assert_one_line(typo, "error-TYPO.pb: no such object")
+    assert_one_line(aggsim(env, "validate", f"s3://{BUCKET}/run/0/error-TYPO.pb", "--allow-empty"), "no such object")
+    empty = aggsim(env, "validate", f"s3://{BUCKET}/run/9", "--allow-empty")  # a prefix with nothing: as documented
+    assert empty.returncode == 0 and "no error files found" in empty.stdout
+
+
 @pytest.mark.parametrize("command", ["explain", "validate"])
 def test_no_credentials(s3, command):
     endpoint, _ = s3
