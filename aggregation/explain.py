@@ -178,7 +178,7 @@ def explain_store(
             if size is not None and size > config.max_payload_bytes:  # RemoteFileOutputReader.Exists
                 path = f"{store.location.rstrip('/')}/{OUTPUTS_FILE}"  # GetOutputPath: built, not listed
                 # errors.Wrapf(ErrRemoteFileExceedsMaxSize, ...): the wrapped error's text follows
-                outputs_too_large = f"{too_large(path, size, config.max_payload_bytes)}: remote file exceeds max size"
+                outputs_too_large = too_large(path, size, config.max_payload_bytes)
         except StorageError as e:
             read = ReadResult(
                 read.strategy, read.candidates, None, read.rule, f"failed to stat outputs: {e}", read.ignored

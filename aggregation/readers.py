@@ -41,7 +41,9 @@ RULE_ONLY_CANDIDATE = "the only candidate"
 RULE_EARLIEST = "earliest timestamp"
 RULE_TIE = "tie on timestamp, broken by listing order (first listed wins)"
 RULE_EPOCH = "missing timestamp counts as the Unix epoch"
-RULE_BAD_FORMAT = "document without `error`: ErrorFileBadFormat (no timestamp, so it counts as the epoch)"
+RULE_BAD_FORMAT_ALONE = "document without `error`: ErrorFileBadFormat"
+#: the earliest reader compares it with the others: it has no timestamp to compare
+RULE_BAD_FORMAT = f"{RULE_BAD_FORMAT_ALONE} (no timestamp, so it counts as the epoch)"
 RULE_ROUND_ERROR = "no verdict: the reader returned an error"
 RULE_LISTING_RACE = "IsError listed error files, ReadError listed none: Unknown, not recoverable"
 
@@ -188,9 +190,14 @@ def go_escape_path(path: str) -> str:
 
 
 def too_large(reference: str, size: int, limit: int) -> str:
-    """The HEAD check's text for a file over the payload limit: `validatePayloadSize` (error files) and
-    `RemoteFileOutputReader.Exists` (outputs.pb) word it alike."""
-    return f"output file @[{reference}] is too large [{size}] bytes, max allowed [{limit}] bytes"
+    """The HEAD check's Go error for a file over the payload limit: `validatePayloadSize` (error files) and
+    `RemoteFileOutputReader.IsError`/`Exists` (outputs.pb) word it alike, as pkg/errors `Wrapf` of
+    `ErrRemoteFileExceedsMaxSize`, whose text follows the message after ": "."""
+    return f"output file @[{reference}] is too large [{size}] bytes, max allowed [{limit}] bytes: {EXCEEDS_MAX_SIZE}"
+
+
+#: flyteplugins v1.16.8 `ioutils/remote_file_output_reader.go` `ErrRemoteFileExceedsMaxSize`
+EXCEEDS_MAX_SIZE = "remote file exceeds max size"
 
 
 def _read_document(
@@ -247,7 +254,7 @@ class DefaultErrorReader:
             )
         error = document_to_error(document, key, reference)
         bad_format = not document.HasField("error")
-        rule = RULE_BAD_FORMAT if bad_format else RULE_SINGLE_FILE
+        rule = RULE_BAD_FORMAT_ALONE if bad_format else RULE_SINGLE_FILE  # one file: no timestamp is compared
         return ReadResult(
             DEFAULT, (Candidate(key, size, error=error, selected=True, bad_format=bad_format),), error, rule
         )

@@ -349,6 +349,11 @@ class LocalPrefix:
         self.location = location or directory
         self.requests = RequestCounter()
         if not os.path.isdir(self.root):
+            if os.path.islink(self.root) and not os.path.exists(self.root):
+                try:
+                    os.stat(self.root)
+                except OSError as e:  # ELOOP for a loop, ENOENT for a dangling link: say which
+                    raise PrefixNotFound(f"{self.location}: a symbolic link that leads nowhere: {e.strerror}") from None
             raise PrefixNotFound(not_a_directory(self.location, os.path.exists(self.root)))
 
     def _full(self, key: str) -> str:

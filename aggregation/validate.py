@@ -71,7 +71,9 @@ def check_document(name: str, data: bytes, max_payload_bytes: int = DEFAULT_MAX_
     if not document.HasField("error"):
         findings.append(
             Finding(
-                "error", "`error` is unset: propeller reports SYSTEM ErrorFileBadFormat, and it wins (no timestamp)"
+                "error",
+                "`error` is unset: propeller reports SYSTEM ErrorFileBadFormat (the earliest reader counts it as the "
+                "epoch: it wins over any file stamped after 1970)",
             )
         )
         return findings
@@ -143,7 +145,7 @@ def _timestamp_problem(timestamp) -> str:
     wrapped = key[0] != stamp_ns // NANOS + UNIX_TO_INTERNAL
     wraps = " (Go's int64 time arithmetic wraps it round to the other end)" if wrapped else ""
     if key < order_key(0):  # earlier than the epoch, so earlier than every real stamp
-        return f"{where}: it orders before every real stamp{wraps} and wins every earliest pick"
+        return f"{where}: it orders before every real stamp{wraps}, so it wins the earliest pick over any of them"
     return f"{where}: it orders after every real stamp{wraps} and loses every earliest pick it should win"
 
 

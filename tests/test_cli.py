@@ -333,7 +333,11 @@ def test_validate_passes_what_the_plugin_writes_and_flags_each_problem(prefix):
         (1_764_477_731, 0, None),
         (253_402_300_799, 999_999_999, None),  # 9999-12-31T23:59:59.999999999Z: valid, and later than any real one
         (1_764_477_731_000, 0, "after year 9999 (milliseconds written as seconds?): it orders after every real stamp"),
-        (-62_135_596_801, 0, "before year 1: it orders before every real stamp and wins every earliest pick"),
+        (
+            -62_135_596_801,
+            0,
+            "before year 1: it orders before every real stamp, so it wins the earliest pick over any of them",
+        ),
         # past int64 once Go adds the seconds from year 1 to 1970 (`Time.After` on `AsTime()`): it wraps and wins
         (2**63 - 1, 0, "it orders before every real stamp (Go's int64 time arithmetic wraps it round"),
         (1_764_477_731, -1, "nanos outside [0, 1e9)"),

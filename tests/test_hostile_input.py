@@ -431,15 +431,21 @@ def test_a_prefix_deeper_than_python_s_recursion_limit_is_listed(tmp_path):
     """An object store holds keys of any depth; the local listing walks with a stack, not recursion."""
     from aggregation.documents import error_document_bytes
 
-    deep = tmp_path / "errors"
-    deep.mkdir()
-    for _ in range(1200):  # one level at a time: Path.mkdir(parents=True) recurses too
-        deep = deep / "a"
-        deep.mkdir()
-    (deep / "e.pb").write_bytes(error_document_bytes(code="USER:Deep", timestamp_ns=10**18))
-    done = subprocess.run([AGGSIM, "explain", str(tmp_path), "--json"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["error"]["code"] == "USER:Deep"
+    levels = [tmp_path / "errors"]
+    for _ in range(1200):  # one level at a time: Path.mkdir(parents=True) recurses, and so does shutil.rmtree
+        levels.append(levels[-1] / "a")
+    try:
+        for level in levels:
+            level.mkdir()
+        (levels[-1] / "e.pb").write_bytes(error_document_bytes(code="USER:Deep", timestamp_ns=10**18))
+        done = subprocess.run([AGGSIM, "explain", str(tmp_path), "--json"], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["error"]["code"] == "USER:Deep"
+    finally:  # bottom up, so that pytest's own clean-up of old temp dirs (recursive) never meets the tree
+        (levels[-1] / "e.pb").unlink(missing_ok=True)
+        for level in reversed(levels):
+            if level.exists():
+                level.rmdir()
 
 
 def test_a_closed_standard_output_is_one_line_and_exit_2(tmp_path):
@@ -448,3 +454,12 @@ def test_a_closed_standard_output_is_one_line_and_exit_2(tmp_path):
         closed = subprocess.run(["bash", "-c", '"$0" "$@" >&-', AGGSIM, *args], capture_output=True, text=True)
         assert done.returncode == 0
         assert (closed.returncode, closed.stderr) == (2, "aggsim: cannot write the output: standard output is closed\n")
+
+
+def test_a_symbolic_link_loop_is_named_as_one(tmp_path):
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    for command in ("explain", "validate"):
+        done = subprocess.run([AGGSIM, command, str(loop)], capture_output=True, text=True)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1
+        assert "a symbolic link that leads nowhere: Too many levels of symbolic links" in done.stderr

@@ -13,6 +13,7 @@ from flyteidl.core import errors_pb2, literals_pb2
 from aggregation.documents import error_document_bytes
 from aggregation.readers import (
     RULE_BAD_FORMAT,
+    RULE_BAD_FORMAT_ALONE,
     RULE_EARLIEST,
     RULE_EPOCH,
     RULE_NO_ERROR_FILE,
@@ -200,13 +201,15 @@ def test_wrong_message_type_is_read_as_whatever_it_decodes_to():
 
 
 def test_oversized_file_is_a_round_error_at_head_time():
-    """`IsError` HEADs every `.pb` key: `Size() > maxPayloadSize` -> "output file @[..] is too large"."""
+    """`IsError` HEADs every `.pb` key: `Size() > maxPayloadSize` -> "output file @[..] is too large", wrapping
+    `ErrRemoteFileExceedsMaxSize` (pkg/errors `Wrapf`: the wrapped error's text follows after ": ")."""
     limit = 1000
     reader = EarliestErrorReader(max_payload_bytes=limit)
     big = doc(message="x" * 2000)
     result = reader.read(MemoryPrefix([("error-a.pb", doc()), ("error-b.pb", big)]))
     assert result.round_error == (
-        f"output file @[memory-prefix/error-b.pb] is too large [{len(big)}] bytes, max allowed [{limit}] bytes"
+        f"output file @[memory-prefix/error-b.pb] is too large [{len(big)}] bytes, max allowed [{limit}] bytes: "
+        "remote file exceeds max size"
     )
     exactly = doc(message="y" * 10)
     assert (
@@ -278,8 +281,11 @@ def test_default_corrupt_or_oversized_file_is_a_round_error():
 
 
 def test_default_bad_format():
+    """`singleFileErrorReader.ReadError` -> `errorDoc2ExecutionError`: no timestamp is compared, so the rule does
+    not speak of the epoch (only the earliest reader's does)."""
     result = default(("error.pb", b""))
-    assert result.error.code == "ErrorFileBadFormat" and result.rule == RULE_BAD_FORMAT
+    assert result.error.code == "ErrorFileBadFormat" and result.rule == RULE_BAD_FORMAT_ALONE
+    assert "epoch" not in result.rule
 
 
 def test_default_file_deleted_between_head_and_read_is_error_file_not_found():
