@@ -25,6 +25,8 @@ error too, since Go's random map order picks its value.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
@@ -98,20 +100,47 @@ def _lower_keys(node: Any) -> Any:
     return lowered
 
 
+#: Go's `strconv.ParseBool`
+_GO_TRUE, _GO_FALSE = ("1", "t", "T", "TRUE", "true", "True"), ("0", "f", "F", "FALSE", "false", "False")
+#: Go's `strconv.ParseInt(s, 0, 64)` spellings: an optional sign, then 0x / 0o / 0b / a leading 0 (octal) or decimal,
+#: with underscores only between digits
+_GO_INT = re.compile(
+    r"[+-]?(?:0[xX](?:_?[0-9a-fA-F])+|0[oO](?:_?[0-7])+|0[bB](?:_?[01])+|0(?:_?[0-7])*|[1-9](?:_?[0-9])*)"
+)
+
+
+def _go_parse_int(text: str) -> Optional[int]:
+    if not _GO_INT.fullmatch(text):
+        return None
+    digits = text.lstrip("+-")
+    if len(digits) > 1 and digits[0] == "0" and digits[1] not in "xXoObB":  # Go: a leading 0 is octal
+        text = text.replace("0", "0o", 1)
+    return int(text, 0)
+
+
 def _coerce(path: str, value: Any, kind: type, bounds: tuple[int, int], source: str) -> Any:
-    """Weakly typed like flytestdlib's decoder: "10" is 10, "true" is true; anything else must fit."""
+    """As flytestdlib's decoder reads it (`config/viper` with `WeaklyTypedInput`: go-viper/mapstructure v2.4.0
+    `decodeBool`, `decodeInt`): a bool from a number (not 0) or from what `strconv.ParseBool` takes, "" being false;
+    an integer from a float (truncated), a bool (1 or 0) or what `strconv.ParseInt(s, 0, 64)` takes, "" being 0.
+    Anything else fails the decode, and propeller does not start."""
     if kind is bool:
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-        raise DeploymentConfigError(f"{source}: {path}: expected true or false, got {value!r}")
-    if isinstance(value, str):
-        try:
-            value = int(value.strip(), 0)
-        except ValueError:
-            pass
-    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, (int, float)):
+            return value != 0  # NaN too: Go's NaN != 0
+        if isinstance(value, str) and value in _GO_TRUE + _GO_FALSE + ("",):
+            return value in _GO_TRUE
+        raise DeploymentConfigError(
+            f"{source}: {path}: expected true or false (as Go's strconv.ParseBool reads it), got {value!r}"
+        )
+    if isinstance(value, bool):
+        value = int(value)
+    elif isinstance(value, float) and math.isfinite(value):
+        value = int(value)  # Go's int64(f) truncates toward zero, as Python's int does
+    elif isinstance(value, str):
+        parsed = _go_parse_int(value) if value else 0
+        value = value if parsed is None else parsed
+    if not isinstance(value, int):
         raise DeploymentConfigError(f"{source}: {path}: expected an integer, got {value!r}")
     if not bounds[0] <= value <= bounds[1]:
         raise DeploymentConfigError(f"{source}: {path}: {value} does not fit the Go field ({bounds[0]}..{bounds[1]})")
@@ -124,6 +153,12 @@ def _go_yaml_loader():
     import yaml
 
     class GoYamlLoader(yaml.SafeLoader):
+        # YAML 1.2 as Go's parser resolves it: yes/no/on/off/y/n are strings, not PyYAML's (YAML 1.1) booleans
+        yaml_implicit_resolvers = {
+            first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+            for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+        }
+
         def construct_mapping(self, node, deep=False):
             seen: dict[str, int] = {}
             for key_node, _ in node.value:
@@ -137,7 +172,52 @@ def _go_yaml_loader():
                     seen[key_node.value] = line
             return super().construct_mapping(node, deep)
 
+    GoYamlLoader.add_implicit_resolver(
+        "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+    )
     return GoYamlLoader
+
+
+#: go.yaml.in/yaml/v3 `decode.go`: the decode counts between which the share allowed to come from aliases falls
+ALIAS_RATIO_RANGE = (400_000, 4_000_000)
+
+
+def _allowed_alias_ratio(decodes: int) -> float:
+    low, high = ALIAS_RATIO_RANGE
+    if decodes <= low:
+        return 0.99
+    if decodes >= high:
+        return 0.10
+    return 0.99 - 0.89 * (decodes - low) / (high - low)
+
+
+def _excessive_aliasing(root) -> bool:
+    """Whether Go's YAML decoder refuses the composed document with "document contains excessive aliasing"
+    (go.yaml.in/yaml/v3 `decoder.unmarshal`: every node decoded counts, those reached through an alias count as
+    aliased too, and past 1,000 decodes and 100 aliased ones their share may not exceed `_allowed_alias_ratio`).
+    PyYAML hands an alias back as its anchor's node, so a node met again is met through an alias. Counting stops
+    as soon as Go's would fail: an alias bomb is refused in a few thousand steps, never expanded."""
+    import yaml
+
+    decodes = aliased = 0
+    seen: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, through_alias = stack.pop()
+        if id(node) in seen:  # an alias: its own decode, then its anchor's node again, aliased
+            decodes += 1
+            aliased += through_alias
+            through_alias = True
+        seen.add(id(node))
+        decodes += 1
+        aliased += through_alias
+        if aliased > 100 and decodes > 1000 and aliased / decodes > _allowed_alias_ratio(decodes):
+            return True
+        if isinstance(node, yaml.MappingNode):
+            stack.extend((child, through_alias) for pair in node.value for child in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((child, through_alias) for child in node.value)
+    return False
 
 
 def parse_deployment(text: str, source: str) -> dict:
@@ -145,6 +225,11 @@ def parse_deployment(text: str, source: str) -> dict:
     import yaml
 
     try:
+        if _excessive_aliasing(yaml.compose(text, Loader=_go_yaml_loader())):  # noqa: S506 (a SafeLoader)
+            raise DeploymentConfigError(
+                f"{source}: document contains excessive aliasing (Go's YAML parser refuses it: propeller would not "
+                "start)"
+            )
         document = _lower_keys(yaml.load(text, Loader=_go_yaml_loader()))  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)

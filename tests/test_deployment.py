@@ -17,8 +17,8 @@ from aggregation.documents import error_document_bytes
 EXAMPLE = str(ROOT / "examples" / "propeller-config.yaml")
 
 
-def aggsim(*args, expect=0):
-    result = subprocess.run([AGGSIM, *args], capture_output=True, text=True, timeout=120)
+def aggsim(*args, expect=0, timeout=120):
+    result = subprocess.run([AGGSIM, *args], capture_output=True, text=True, timeout=timeout)
     assert result.returncode == expect, result.stderr
     return result
 
@@ -108,7 +108,9 @@ def test_a_key_spelt_in_two_cases_keeps_the_mixed_case_value_whatever_the_order(
     "text, message",
     [
         ("storage:\n  limits:\n    maxDownloadMBs: lots\n", "storage.limits.maxdownloadmbs: expected an integer"),
-        ("plugins:\n  k8s:\n    enable-distributed-error-aggregation: 2\n", "expected true or false"),
+        # YAML 1.2 (Go's parser) reads yes as a string, and strconv.ParseBool refuses it: propeller does not start
+        ("plugins:\n  k8s:\n    enable-distributed-error-aggregation: yes\n", "expected true or false (as Go's"),
+        ("storage:\n  limits:\n    maxDownloadMBs: '08'\n", "expected an integer, got '08'"),  # octal has no 8
         ("propeller:\n  node-config:\n    default-max-attempts: 99999999999\n", "does not fit"),
         ("propeller: [1, 2\n", "not valid YAML"),
         ("- a list\n", "expected a mapping"),
@@ -154,3 +156,42 @@ def test_simulate_and_sweep_play_the_scenario_on_the_deployment(tmp_path):
     assert {cell["aggregation"] for cell in sweep["cells"]} == {True}
     missing = aggsim("simulate", "preemption_during_training", "--propeller-config", str(tmp_path / "nope"), expect=2)
     assert "cannot read" in missing.stderr
+
+
+def test_a_yaml_alias_bomb_is_refused_as_go_s_parser_refuses_it(tmp_path):
+    """go.yaml.in/yaml/v3 `decoder.unmarshal` fails "document contains excessive aliasing" once, past 1,000 decoded
+    nodes and 100 through aliases, more than 99% came through aliases: propeller would not start. 630 bytes that
+    expand 9**8-fold are refused at once (they took 39 s and 5 GB); a file with a few aliases is read as written."""
+    lines = ["l0: &l0 {a: 1, b: 1, c: 1, d: 1, e: 1, f: 1, g: 1, h: 1, i: 1}"]
+    for i in range(1, 8):
+        lines.append(f"l{i}: &l{i} {{" + ", ".join(f"{k}: *l{i - 1}" for k in "abcdefghi") + "}")
+    bomb = write(tmp_path, "\n".join(lines) + "\n", "bomb.yaml")
+    refused = aggsim("explain", str(tmp_path), "--propeller-config", bomb, expect=2, timeout=20)
+    said = "document contains excessive aliasing (Go's YAML parser refuses it: propeller would not start)"
+    assert refused.stderr == f"aggsim: {bomb}: {said}\n"
+    few = "limits: &limits\n  maxDownloadMBs: 1\nstorage:\n  limits: *limits\nother: *limits\n"
+    assert load_deployment([write(tmp_path, few, "few.yaml")]).values["max_download_mbs"] == 1
+
+
+@pytest.mark.parametrize(
+    "setting, value, read",
+    [
+        ("enable-distributed-error-aggregation", "2", True),  # decodeBool: an int that is not 0
+        ("enable-distributed-error-aggregation", "0", False),
+        ("enable-distributed-error-aggregation", '"t"', True),  # strconv.ParseBool
+        ("enable-distributed-error-aggregation", '"F"', False),
+        ("enable-distributed-error-aggregation", '""', False),  # "" is false
+        ("enable-distributed-error-aggregation", "TRUE", True),
+        ("maxDownloadMBs", '"010"', 8),  # decodeInt: strconv.ParseInt(s, 0, 64), a leading 0 is octal
+        ("maxDownloadMBs", '"0x10"', 16),
+        ("maxDownloadMBs", "2.9", 2),  # a float truncated
+        ("maxDownloadMBs", "true", 1),  # a bool is 1 or 0
+    ],
+)
+def test_values_are_typed_as_flytestdlib_s_weak_decoder_reads_them(tmp_path, setting, value, read):
+    """flytestdlib v1.16.8 `config/viper/viper.go` decodes with `WeaklyTypedInput` (go-viper/mapstructure v2.4.0
+    `decodeBool`, `decodeInt`), after Go's YAML parser (YAML 1.2) has typed the scalars."""
+    section = "plugins:\n  k8s:\n" if setting.startswith("enable") else "storage:\n  limits:\n"
+    values = load_deployment([write(tmp_path, f"{section}    {setting}: {value}\n")]).values
+    name = "error_aggregation" if setting.startswith("enable") else "max_download_mbs"
+    assert values[name] == read and type(values[name]) is type(read)
