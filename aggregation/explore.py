@@ -128,12 +128,12 @@ def map_order_decides(result: "SweepResult") -> bool:
 
 
 def headline(final_phase: str, attempts: int) -> str:
-    """The headline category of a final phase after `attempts`: retried, failed for good, succeeded silently."""
-    if final_phase in ("FAILED_PERMANENTLY", "STILL_RUNNING"):
+    """The headline category of a final phase after `attempts`: retried, failed for good, succeeded silently. How
+    the node ended decides first: a silent success after a retry is still a silent success (the attempt that ended
+    it was preempted and never retried), not a retry."""
+    if final_phase in ("FAILED_PERMANENTLY", "STILL_RUNNING", "SUCCEEDED_SILENTLY"):
         return final_phase
-    if attempts > 1:
-        return "RETRIED"
-    return final_phase if final_phase == "SUCCEEDED_SILENTLY" else "SUCCEEDED"
+    return "RETRIED" if attempts > 1 else "SUCCEEDED"
 
 
 def outcome_of(execution: "Execution | ModelRefusal") -> str:

@@ -122,8 +122,9 @@ def parse_claim(text: str, message: pb.Scenario) -> Claim:
             raise ScenarioError("--claim retries: the scenario has no preemption to retry from")
         return Claim(
             text,
-            "a preempted attempt is retried: never SUCCEEDED_SILENTLY, never FAILED_PERMANENTLY",
-            lambda e: explore.outcome_of(e) not in ("SUCCEEDED_SILENTLY", "FAILED_PERMANENTLY"),
+            "a preempted attempt is retried: never SUCCEEDED_SILENTLY, FAILED_PERMANENTLY or STILL_RUNNING",
+            # STILL_RUNNING: the node waits for ever (rounds that fail for ever, a job that never ends), no retry
+            lambda e: explore.outcome_of(e) not in ("SUCCEEDED_SILENTLY", "FAILED_PERMANENTLY", "STILL_RUNNING"),
         )
     if text == "genuine-error-wins":
         if not any(kind == "worker_error" for kind, _ in kinds):

@@ -1093,3 +1093,39 @@ def test_a_witness_names_its_discrete_choices_and_its_map_order_so_simulate_repl
     simulated = _aggsim("simulate", str(pinned), "--plugin", "upstream", "--no-aggregation", "--json")
     assert json.loads(simulated.stdout)["final_phase"] == "SUCCEEDED"
     assert _aggsim("simulate", MAP_ORDER_TIE, "--plugin", "upstream").returncode == 2
+
+
+SILENT_AFTER_A_RETRY = """
+name: "silent_after_a_retry"
+plugin: UPSTREAM
+job { pods: "w0" pods: "w1" nproc_per_node: 1 }
+task { retries: 2 training_seconds: 120 interruptible: true }
+propeller { error_aggregation: true observation_delay_seconds: 1 }
+attempts { events { at_seconds: 20 pod: "w1" preemption { pod_deleted: true } } }
+attempts { events { at_seconds: 30.6 pod: "w1" preemption {} } }
+"""
+
+
+def test_a_silent_success_after_a_retry_breaks_the_retries_claim_and_counts_as_silent(tmp_path) -> None:
+    """The first attempt's deleted pod fails the job and is retried; the second's preemption is upstream's
+    IgnoreOutputs, and the node ends SUCCEEDED_SILENTLY: that preempted attempt was never retried. The headline
+    (`explore.headline`) follows how the node ended, so `retries` fails everywhere and a sweep counts it silent."""
+    path = tmp_path / "silent_after_a_retry.textproto"
+    path.write_text(SILENT_AFTER_A_RETRY)
+    box = ("attempts[1].events[0].at_seconds=30..31",)
+    proof = _proof(str(path), "retries", box, "upstream", True)
+    assert proof.verdict == P.COUNTEREXAMPLE and len(proof.counterexamples) == len(proof.paths)  # everywhere
+    assert {p.behaviour.final_phase for p in proof.paths} == {"SUCCEEDED_SILENTLY"}
+    assert {p.behaviour.outcome for p in proof.paths} == {"SUCCEEDED_SILENTLY"}
+
+
+def test_a_node_that_waits_for_ever_breaks_the_retries_claim() -> None:
+    """max-workflow-retries -1 (uint32's largest): the failing rounds never abort and the node is STILL_RUNNING, so
+    the preempted attempt is never retried."""
+    text = read_scenario("rounds_keep_failing").message
+    text.propeller.max_workflow_retries = 2**32 - 1
+    source = parse_scenario_source(text_format.MessageToString(text), "rounds_for_ever.textproto")
+    interval = P.parse_range("attempts[0].events[1].at_seconds=30..31", source.message)
+    proof = P.prove(source, P.parse_claim("retries", source.message), [interval], "recoverable", True)
+    assert proof.verdict == P.COUNTEREXAMPLE
+    assert "STILL_RUNNING" in {p.behaviour.final_phase for p in proof.counterexamples}
