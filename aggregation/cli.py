@@ -125,7 +125,11 @@ def _raise_interrupted(signum, frame) -> None:
 
     for other in INTERRUPTING_SIGNALS:  # the first signal decides; later ones must not cut the cleanup short
         signal.signal(other, signal.SIG_IGN)
-    raise Interrupted(signum)
+    error = Interrupted(signum)
+    held = sys.modules.get("aggregation.interrupts")  # loaded only by commands that run z3
+    if held is not None and held.arrived(error):
+        return  # z3 may be mid-call: raised at the next safe point (`interrupts.safe_point`)
+    raise error
 
 
 def _own_interrupts() -> None:
@@ -846,6 +850,7 @@ def _region_sweep(
 ) -> None:
     """`sweep` with two ranges: exact region maps per plugin x aggregation cell (each within the prover's budget)."""
     from aggregation.explore import outcome_meanings
+    from aggregation.interrupts import holding
     from aggregation.profile import ProfileError
     from aggregation.prove import Interval, parse_range
     from aggregation.region_report import regions_to_json, render_regions
@@ -872,7 +877,8 @@ def _region_sweep(
         plugins = plugins or tuple(PLUGIN_VARIANTS)
         source.spec(plugins[0])  # the scenario as written must be one the model plays
         arguments = _deployment_sweep_arguments(config_files)
-        cells = region_sweep(source, *ranges, plugins, **arguments, max_paths=max_paths, max_seconds=max_seconds)
+        with holding():  # z3 at work: a signal waits for a safe point (`interrupts`)
+            cells = region_sweep(source, *ranges, plugins, **arguments, max_paths=max_paths, max_seconds=max_seconds)
     except (ScenarioError, ProfileError) as e:
         _fail(str(e))
         return
@@ -923,6 +929,7 @@ def prove(
     from aggregation.scenario import ScenarioError
 
     _need_z3("prove")
+    from aggregation.interrupts import holding
     from aggregation.proof_report import proof_to_json, render_proof
     from aggregation.prove import parse_claim, parse_range
     from aggregation.prove import prove as run_prove
@@ -933,9 +940,17 @@ def prove(
         parsed_claim = parse_claim(claim, source.message)
         deployment = _deployment(config_files) if config_files else None
         source.spec(plugin)  # the scenario as written must be one the model plays
-        proof = run_prove(
-            source, parsed_claim, ranges, plugin, aggregation, deployment, max_paths=max_paths, max_seconds=max_seconds
-        )
+        with holding():  # z3 at work: a signal waits for a safe point (`interrupts`)
+            proof = run_prove(
+                source,
+                parsed_claim,
+                ranges,
+                plugin,
+                aggregation,
+                deployment,
+                max_paths=max_paths,
+                max_seconds=max_seconds,
+            )
     except (ScenarioError, ProfileError) as e:
         _fail(str(e))
         return

@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence
 from google.protobuf.descriptor import FieldDescriptor
 
 from aggregation import defaults, explore
+from aggregation.interrupts import safe_point
 from aggregation.nanoseconds import decimal_places, decimal_text, nearest_tick, on_the_grid
 from aggregation.operator import UndecidedVerdict
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
@@ -379,6 +380,7 @@ class Solver:
         self.ctx = z3.Context()
         self.vars = {i.field: z3.Real(i.field, self.ctx) for i in intervals}
         self.solver = z3.Solver(ctx=self.ctx)
+        self.solver.set("ctrl_c", False)  # SIGINT is ours (`interrupts`): z3's would read as a cancelled check
         self.solver.set("timeout", self.timeout_ms)
         self._atoms: dict = {}
         self._formulas: dict = {}
@@ -425,14 +427,18 @@ class Solver:
         """z3's answer for what the solver holds, within `timeout_ms` and what is left before the deadline (past it:
         unknown, as from a timeout; every caller reads unknown as "not shown")."""
         self.out_of_time = False
+        safe_point()  # a signal that came while z3 worked is raised here, between its calls
         if self.deadline is None:
-            return self.solver.check()
+            result = self.solver.check()
+            safe_point()
+            return result
         left_ms = int((self.deadline - time.perf_counter()) * 1000)
         if left_ms <= 0:
             self.out_of_time = True
             return self.z3.unknown
         self.solver.set("timeout", min(self.timeout_ms, left_ms))
         result = self.solver.check()
+        safe_point()
         # z3 stopped by a timeout that was the budget's end (its clock may stop a hair early), not the check's own
         budget_ended = left_ms < self.timeout_ms and time.perf_counter() >= self.deadline - 0.05
         self.out_of_time = result == self.z3.unknown and budget_ended

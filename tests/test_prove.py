@@ -1129,3 +1129,49 @@ def test_a_node_that_waits_for_ever_breaks_the_retries_claim() -> None:
     proof = P.prove(source, P.parse_claim("retries", source.message), [interval], "recoverable", True)
     assert proof.verdict == P.COUNTEREXAMPLE
     assert "STILL_RUNNING" in {p.behaviour.final_phase for p in proof.counterexamples}
+
+
+OUTAGE_AND_TRUNCATION = """
+name: "outage_and_truncation"
+plugin: RECOVERABLE
+job { pods: "a" pods: "b" }
+task { retries: 1 training_seconds: 60 }
+propeller { error_aggregation: true observation_delay_seconds: 0.5 round_retry_seconds: 0.3 max_workflow_retries: 4 }
+attempts {
+  events { at_seconds: 20 pod: "a" truncated_upload { keep_bytes: 3 } }
+  events { at_seconds: 21 pod: "a" preemption {} }
+  events { at_seconds: 21.5 storage_outage { duration_seconds: 1 } }
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "command, signum, after",
+    [("prove", 2, 0.9), ("prove", 2, 1.7), ("prove", 15, 1.3), ("sweep", 2, 1.1)],
+)
+def test_a_signal_while_z3_works_ends_in_one_line_never_a_verdict_or_a_hang(tmp_path, command, signum, after):
+    """A signal's exception raised inside z3's ctypes calls became an internal error (ArgumentError) or an ignored
+    traceback, and z3's own Ctrl-C handling took SIGINT for a cancelled check (UNKNOWN, exit 3) or spun for ever.
+    Now z3 leaves SIGINT alone and a signal waits for the next safe point (`aggregation.interrupts`): one line,
+    128 + the signal, nothing on stdout. (This box takes about 35 s to explore.)"""
+    import signal as signals
+    import time
+
+    path = tmp_path / "outage_and_truncation.textproto"
+    path.write_text(OUTAGE_AND_TRUNCATION)
+    box = ["--vary", "attempts[0].events[2].at_seconds=21..30", "--vary", "propeller.observation_delay_seconds=0..3"]
+    claim = ["--claim", "phase!=SUCCEEDED"] if command == "prove" else ["--plugin", "recoverable"]
+    running = subprocess.Popen(
+        [AGGSIM, command, str(path), *claim, *box], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        time.sleep(after)
+        assert running.poll() is None, "the exploration ended before the signal"
+        running.send_signal(signum)
+        out, err = running.communicate(timeout=60)
+    finally:
+        running.kill()
+        running.wait()
+    name = signals.Signals(signum).name
+    assert (running.returncode, out) == (128 + signum, "")
+    assert err == f"aggsim: interrupted ({name}); every process it started is stopped\n"
