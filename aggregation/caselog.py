@@ -9,7 +9,7 @@ Rows are written as the sweep runs, so a million-case sweep never holds them in 
 that cannot be written is refused before the first simulation. They go to `FILE.partial`, renamed to FILE
 when the sweep is done: a sweep stopped part way (Ctrl-C, a signal, a bug) never leaves a file under the name
 asked for that looks whole; it keeps the rows so far in `FILE.partial` and says so. A FILE that is no regular
-file (`/dev/stdout`, a pipe) is written in place.
+file (`/dev/stdout`, a pipe) or is a symbolic link is written in place; an existing file keeps its mode.
 """
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ class CaseLog:
             mode = None  # a new file (or one we cannot see: opening it says why)
         if mode is not None and stat.S_ISDIR(mode):
             raise CaseLogError(f"--out {path}: is a directory")
-        in_place = mode is not None and not stat.S_ISREG(mode)  # a device or a pipe: there is nothing to rename
+        # a device or a pipe has nothing to rename, and a symbolic link must stay one: written through, in place
+        in_place = mode is not None and (not stat.S_ISREG(mode) or os.path.islink(path))
+        self.mode = stat.S_IMODE(mode) if mode is not None and not in_place else None  # an existing file's, kept
         self.writing = path if in_place else path + ".partial"
         try:
             self._file: IO[str] = open(self.writing, "w", newline="", encoding="utf-8")
@@ -109,6 +111,8 @@ class CaseLog:
         self._file.close()
         if self.writing != self.path:
             try:
+                if self.mode is not None:
+                    os.chmod(self.writing, self.mode)
                 os.replace(self.writing, self.path)
             except OSError as e:
                 raise CaseLogError(f"--out {self.path}: {e.strerror} (the rows are in {self.writing})") from None

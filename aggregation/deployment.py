@@ -199,9 +199,9 @@ def _excessive_aliasing(root) -> bool:
     as soon as Go's would fail: an alias bomb is refused in a few thousand steps, never expanded."""
     import yaml
 
-    decodes = aliased = 0
+    decodes, aliased = (0 if root is None else 1), 0  # Go decodes the document node first
     seen: set[int] = set()
-    stack = [(root, False)]
+    stack = [] if root is None else [(root, False)]
     while stack:
         node, through_alias = stack.pop()
         if id(node) in seen:  # an alias: its own decode, then its anchor's node again, aliased
@@ -213,10 +213,11 @@ def _excessive_aliasing(root) -> bool:
         aliased += through_alias
         if aliased > 100 and decodes > 1000 and aliased / decodes > _allowed_alias_ratio(decodes):
             return True
+        # children pushed last first, so that they pop in document order: Go counts, and fails, in that order
         if isinstance(node, yaml.MappingNode):
-            stack.extend((child, through_alias) for pair in node.value for child in pair)
+            stack.extend((child, through_alias) for pair in reversed(node.value) for child in reversed(pair))
         elif isinstance(node, yaml.SequenceNode):
-            stack.extend((child, through_alias) for child in node.value)
+            stack.extend((child, through_alias) for child in reversed(node.value))
     return False
 
 

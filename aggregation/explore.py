@@ -361,21 +361,22 @@ def parse_variation(text: str, message: pb.Scenario) -> Variation:
                 f"--vary {text!r}: {count:,} values, over the {MAX_VALUES_PER_FIELD:,} a field may take; widen the step"
             )
         return Variation(name, NumberRange(start, step, count, descriptor.type in INTEGER_RANGES))
-    values = listed_values(text, name, descriptor, spec)
-    repeated = next((v for i, v in enumerate(values) if v in values[:i]), None)
-    if repeated is not None:  # a grid point listed twice would be counted twice
-        raise ScenarioError(f"--vary {text!r}: {repeated} is listed twice")
-    return Variation(name, values)
+    return Variation(name, listed_values(text, name, descriptor, spec))
 
 
 def listed_values(text: str, name: str, descriptor: FieldDescriptor, spec: str) -> tuple:
-    """The values of `FIELD=a,b,c`, each read by the field's type; an empty one is a mistake, not a skip."""
+    """The values of `FIELD=a,b,c`, each read by the field's type; an empty one is a mistake, not a skip, and so is
+    one listed twice (a sweep would count its grid point twice; `prove` and `sweep` refuse it alike)."""
     parts = [part.strip() for part in spec.split(",")]
     if not any(parts):
         raise ScenarioError(f"--vary {text!r}: no values")
     if not all(parts):
         raise ScenarioError(f"--vary {text!r}: an empty value between commas")
-    return tuple(typed_value(name, descriptor, part) for part in parts)
+    values = tuple(typed_value(name, descriptor, part) for part in parts)
+    repeated = next((v for i, v in enumerate(values) if v in values[:i]), None)
+    if repeated is not None:
+        raise ScenarioError(f"--vary {text!r}: {repeated} is listed twice")
+    return values
 
 
 def assign_field(message: pb.Scenario, path: str, value) -> None:

@@ -20,14 +20,18 @@ _pending: Optional[BaseException] = None
 
 @contextlib.contextmanager
 def holding() -> Iterator[None]:
-    """While inside, `arrived` keeps a signal's exception for the next safe point; on the way out it is raised."""
-    global _held
+    """While inside, `arrived` keeps a signal's exception for the next safe point. On the way out a kept one is
+    raised whatever ended the body (an error the body raised is its context): a signal is never lost, nor left for
+    a later `holding`. One that comes after `_held` is back to 0 is raised by the handler where it lands."""
+    global _held, _pending
     _held += 1
     try:
         yield
-        safe_point()
     finally:
         _held -= 1
+        if not _held and _pending is not None:
+            error, _pending = _pending, None
+            raise error
 
 
 def arrived(error: BaseException) -> bool:

@@ -100,7 +100,7 @@ def parse_range(text: str, message: pb.Scenario) -> "Interval | Choice":
     values = explore.listed_values(text, name, descriptor, spec)
     if numeric and len(values) == 1:
         return Interval(name, _as_written(values[0]), _as_written(values[0]))
-    return Choice(name, tuple(dict.fromkeys(values)))
+    return Choice(name, values)
 
 
 # --- claims ------------------------------------------------------------------------------------------
@@ -151,7 +151,8 @@ def parse_claim(text: str, message: pb.Scenario) -> Claim:
                 unknown = [v for v in values if allowed is not None and v not in allowed]
                 if unknown:
                     raise ScenarioError(
-                        f"--claim {text!r}: {unknown[0]!r} is not a {subject} (expected one of {', '.join(allowed)})"
+                        f"--claim {text!r}: {unknown[0]!r} is not {'an' if subject == 'outcome' else 'a'} {subject} "
+                        f"(expected one of {', '.join(allowed)})"
                     )
                 wanted = operator == "="
                 listed = (" or " if wanted else " nor ").join(values)

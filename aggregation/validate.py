@@ -1,7 +1,7 @@
 """Lint error documents against what correct aggregation needs.
 
 A plugin's error file can be valid protobuf and still break propeller's verdict: no timestamp (it
-beats every other file under the earliest strategy), no worker (the report cannot say which pod), a
+beats every file stamped after 1970 under the earliest strategy), no worker (the report cannot say which pod), a
 name the earliest reader never lists, a size over the payload limit (the round fails). Each check
 below names the propeller rule that makes it matter.
 """
@@ -86,7 +86,8 @@ def check_document(name: str, data: bytes, max_payload_bytes: int = DEFAULT_MAX_
         findings.append(
             Finding(
                 "timestamp",
-                "`timestamp` is unset: it reads as the epoch and beats every other file under the earliest strategy",
+                "`timestamp` is unset: it reads as the epoch and beats every file stamped after 1970 under the "
+                "earliest strategy",
             )
         )
     else:

@@ -1175,3 +1175,12 @@ def test_a_signal_while_z3_works_ends_in_one_line_never_a_verdict_or_a_hang(tmp_
     name = signals.Signals(signum).name
     assert (running.returncode, out) == (128 + signum, "")
     assert err == f"aggsim: interrupted ({name}); every process it started is stopped\n"
+
+
+def test_a_value_listed_twice_is_refused_by_prove_as_by_sweep() -> None:
+    """`explore.listed_values` is the one rule: a repeated value is a mistake for both (prove de-duplicated it)."""
+    source = read_scenario(PREEMPTION)
+    with pytest.raises(ScenarioError, match=r"2 is listed twice"):
+        P.parse_range("task.retries=1,2,2", source.message)
+    with pytest.raises(ScenarioError, match=r"train-worker-0 is listed twice"):
+        P.parse_range("attempts[0].events[1].pod=train-worker-0,train-worker-0", source.message)

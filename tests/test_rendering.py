@@ -356,6 +356,15 @@ def test_a_finished_sweep_renames_its_rows_and_writes_a_device_in_place(tmp_path
     device.symlink_to("/dev/null")
     aggsim(*args, "--out", str(device), columns=80)
     assert device.is_symlink() and not (tmp_path / "rows.jsonl.partial").exists()
+    # a link to a file is written through and stays a link; an existing file keeps its mode
+    target, link = tmp_path / "target.csv", tmp_path / "link.csv"
+    target.write_text("")
+    link.symlink_to(target)
+    aggsim(*args, "--out", str(link), columns=80)
+    assert link.is_symlink() and target.read_text().count("\n") == 1 + 12
+    os.chmod(target, 0o640)
+    aggsim(*args, "--out", str(target), columns=80)
+    assert oct(target.stat().st_mode & 0o777) == oct(0o640)
     (tmp_path / "dir.csv").mkdir()
     refused = subprocess.run([AGGSIM, *args, "--out", str(tmp_path / "dir.csv")], capture_output=True, text=True)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "is a directory" in refused.stderr

@@ -2048,3 +2048,28 @@ def test_the_sweep_report_shows_how_many_points_go_s_map_order_decided_and_the_f
         text=True,
     )
     assert apart.returncode == 0 and "map order" not in apart.stdout
+
+
+def test_the_readme_table_of_shipped_scenarios_is_what_simulate_says():
+    """Each row's first words per plugin ("succeeds silently", "retried", "fails", or "likewise": the cell before)."""
+    import re
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    rows = re.findall(
+        r"^\| `(\w+)`[^|]*\| ([^|]+)\| ([^|]+)\| ([^|]+)\|$", readme.split("Shipped scenarios", 1)[1], re.M
+    )
+    words = {
+        "succeeds silently": "SUCCEEDED_SILENTLY",
+        "retried": "RETRIED_THEN_SUCCEEDED",
+        "fails": "FAILED_PERMANENTLY",
+    }
+    assert len(rows) >= 15
+    for name, *cells in rows:
+        said = []
+        for cell in cells:
+            cell = cell.strip()
+            said.append(
+                said[-1] if cell.startswith("likewise") else next(p for w, p in words.items() if cell.startswith(w))
+            )
+        for plugin, phase in zip(("upstream", "seed-pr", "recoverable"), said):
+            assert run(name, plugin).final_phase.value == phase, (name, plugin)
