@@ -192,6 +192,25 @@ class RealRun:
         return json_format.ParseDict(record, scenario_pb2.Execution())
 
 
+def interrupt_when(args: list[str], signum: int, ready, limit: float = 60) -> tuple[int, str, str]:
+    """Run `aggsim ARGS`, send it `signum` once `ready()` (polled every 50 ms) says so, and return its exit code,
+    stdout and stderr. It must still be running then; it is reaped whatever happens."""
+    import time
+
+    running = subprocess.Popen([AGGSIM, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + limit
+        while not ready() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert running.poll() is None, "it ended before it could be interrupted"
+        running.send_signal(signum)
+        out, err = running.communicate(timeout=limit)
+    finally:
+        running.kill()
+        running.wait()
+    return running.returncode, out, err
+
+
 def unpredicted_run_evidence(simulated, real, stderr: str = "") -> str:
     """What a CI log needs to explain a real run the model did not predict, since its files stay on that machine:
     the verdict fields where it differs from the unjittered simulation, the runner's own explanation (its

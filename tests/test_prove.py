@@ -15,7 +15,7 @@ from fractions import Fraction
 from pathlib import Path as Path_
 
 import pytest
-from conftest import BUSY_MAP_ORDER_TIE, MAP_ORDER_TIE
+from conftest import BUSY_MAP_ORDER_TIE, MAP_ORDER_TIE, interrupt_when
 from google.protobuf import text_format
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
@@ -1161,19 +1161,12 @@ def test_a_signal_while_z3_works_ends_in_one_line_never_a_verdict_or_a_hang(tmp_
     path.write_text(OUTAGE_AND_TRUNCATION)
     box = ["--vary", "attempts[0].events[2].at_seconds=21..30", "--vary", "propeller.observation_delay_seconds=0..3"]
     claim = ["--claim", "phase!=SUCCEEDED"] if command == "prove" else ["--plugin", "recoverable"]
-    running = subprocess.Popen(
-        [AGGSIM, command, str(path), *claim, *box], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    started = time.monotonic()
+    code, out, err = interrupt_when(
+        [command, str(path), *claim, *box], signum, lambda: time.monotonic() >= started + after
     )
-    try:
-        time.sleep(after)
-        assert running.poll() is None, "the exploration ended before the signal"
-        running.send_signal(signum)
-        out, err = running.communicate(timeout=60)
-    finally:
-        running.kill()
-        running.wait()
     name = signals.Signals(signum).name
-    assert (running.returncode, out) == (128 + signum, "")
+    assert (code, out) == (128 + signum, "")
     assert err == f"aggsim: interrupted ({name}); every process it started is stopped\n"
 
 

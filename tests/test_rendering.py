@@ -8,10 +8,9 @@ import os
 import re
 import signal
 import subprocess
-import time
 
 import pytest
-from conftest import AGGSIM, SCENARIOS, T0
+from conftest import AGGSIM, SCENARIOS, T0, interrupt_when
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
@@ -327,19 +326,9 @@ def test_an_interrupted_sweep_never_leaves_a_file_that_looks_whole(tmp_path, suf
     out = tmp_path / f"cases{suffix}"
     out.write_text("an earlier sweep's rows\n")
     partial = tmp_path / f"cases{suffix}.partial"
-    args = [AGGSIM, "sweep", "preemption_during_training", "--samples", "20000", "--out", str(out)]
-    sweep = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while (not partial.exists() or partial.stat().st_size < 10_000) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert sweep.poll() is None, "the sweep ended before it could be interrupted"
-        sweep.send_signal(signum)
-        _, err = sweep.communicate(timeout=60)
-    finally:
-        sweep.kill()
-        sweep.wait()
-    assert sweep.returncode == code
+    args = ["sweep", "preemption_during_training", "--samples", "20000", "--out", str(out)]
+    exit_code, _, err = interrupt_when(args, signum, lambda: partial.exists() and partial.stat().st_size >= 10_000)
+    assert exit_code == code
     assert out.read_text() == "an earlier sweep's rows\n"
     text = partial.read_text()
     assert text.endswith("\n")
