@@ -453,8 +453,7 @@ def explain(
         config = replace(config, ignore_retry_cause=ignore_retry_cause)
     config = replace(config, max_payload_bytes=_payload_limit(config, max_download_mb))
     if config_files and not _given_on_command_line("strategy"):
-        # the deployment's files decide; one that leaves the flag unset (or null) runs Flyte's default, off
-        strategy = EARLIEST if deployment.error_aggregation else DEFAULT
+        strategy = EARLIEST if deployment.error_aggregation else DEFAULT  # unset (or null): Flyte's default, off
     from aggregation.explain import explain_prefix
     from aggregation.propeller import NodeState
     from aggregation.storage import FsspecPrefix, StorageError, StoreUnreachable, not_a_directory, open_prefix
@@ -653,12 +652,11 @@ DEMO_SAMPLES = 20_000  # the demo's default sweeps (10,368 and 2,592 assignments
 
 
 def _deployment_sweep_arguments(config_files) -> dict:
-    """A deployment fixes the aggregation flag: sweep only that one."""
+    """A deployment fixes the aggregation flag (Flyte's default where its files leave it unset): sweep only that one."""
     if not config_files:
         return {}
     deployment = _deployment(config_files)
-    flag = deployment.error_aggregation
-    return {"deployment": deployment, **({"flags": (flag,)} if flag is not None else {})}
+    return {"deployment": deployment, "flags": (deployment.error_aggregation,)}
 
 
 def _deployment(config_files):

@@ -33,6 +33,8 @@ from typing import Any, Optional, Sequence
 from aggregation import defaults
 from aggregation.propeller import PropellerConfig, payload_limit
 
+FLYTE_DEFAULT_ERROR_AGGREGATION = False  # flytek8s/config/config.go: a bool field defaultK8sConfig does not set
+
 INT32 = (-(1 << 31), (1 << 31) - 1)
 INT64 = (-(1 << 63), (1 << 63) - 1)
 
@@ -54,14 +56,22 @@ class DeploymentConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Deployment:
-    """What the files say. `None`: no file sets it, so Flyte's default (or the scenario's) applies."""
+    """What the files say; a setting no file makes is not in `values` (Flyte's default applies)."""
 
     values: dict
     sources: tuple[str, ...] = ()
 
     @property
-    def error_aggregation(self) -> Optional[bool]:
-        return self.values.get("error_aggregation")
+    def error_aggregation(self) -> bool:
+        """The flag this deployment runs with: what its files say, else Go's zero value (`defaultK8sConfig` leaves
+        `EnableDistributedErrorAggregation` unset, so Flyte runs the single error.pb reader). A scenario's own flag
+        describes the deployment it ran on; played on this one, it gives way, as every other setting does."""
+        return self.values.get("error_aggregation", FLYTE_DEFAULT_ERROR_AGGREGATION)
+
+    def sets(self, name: str) -> bool:
+        """Whether playing a scenario on this deployment fixes its `propeller.<name>`: the flag always (above), the
+        other settings where a file makes them."""
+        return name == "error_aggregation" or name in self.values
 
     def propeller_config(self, base: PropellerConfig = PropellerConfig()) -> PropellerConfig:
         """`base` with every setting the files make; `maxDownloadMBs` becomes the payload limit in bytes

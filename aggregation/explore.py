@@ -291,9 +291,10 @@ def check_varied_fields(
                     f"({other[0]}); setting one clears the other"
                 )
         step = name.removeprefix("propeller.")
-        if deployment is not None and name.startswith("propeller.") and step in deployment.values:
+        if deployment is not None and name.startswith("propeller.") and deployment.sets(step):
+            how = "sets it" if step in deployment.values else "leaves it unset (Flyte's default, off)"
             raise ScenarioError(
-                f"--vary {name}: --propeller-config sets it in every case, so varying it would change nothing"
+                f"--vary {name}: --propeller-config {how} in every case, so varying it would change nothing"
             )
         if name in fixed:
             raise ScenarioError(f"--vary {name}: {fixed[name]}, so varying it would change nothing")

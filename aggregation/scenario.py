@@ -159,12 +159,9 @@ class ScenarioSpec:
         return self.propeller
 
     def with_deployment(self, deployment) -> "ScenarioSpec":
-        """The scenario on a deployment whose propeller configuration says otherwise (see `deployment.py`)."""
-        aggregation = deployment.error_aggregation
+        """The scenario played on a deployment: its flag and its propeller settings (see `deployment.py`)."""
         return replace(
-            self,
-            error_aggregation=self.error_aggregation if aggregation is None else aggregation,
-            propeller=deployment.propeller_config(self.propeller),
+            self, error_aggregation=deployment.error_aggregation, propeller=deployment.propeller_config(self.propeller)
         )
 
     def with_plugin(self, plugin: str) -> "ScenarioSpec":

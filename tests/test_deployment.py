@@ -84,7 +84,7 @@ def test_sections_match_without_case_and_unknown_keys_are_ignored(tmp_path):
     deployment = load_deployment([path])
     config = deployment.propeller_config()
     assert config.max_payload_bytes == 7 * 1024 * 1024 and config.max_node_retries_system_failures == 5
-    assert deployment.error_aggregation is None  # not set: the scenario's (or Flyte's default) stays
+    assert deployment.error_aggregation is False  # not set: Flyte's default (defaultK8sConfig leaves it false)
 
 
 @pytest.mark.parametrize(
@@ -156,6 +156,50 @@ def test_simulate_and_sweep_play_the_scenario_on_the_deployment(tmp_path):
     assert {cell["aggregation"] for cell in sweep["cells"]} == {True}
     missing = aggsim("simulate", "preemption_during_training", "--propeller-config", str(tmp_path / "nope"), expect=2)
     assert "cannot read" in missing.stderr
+
+
+def test_a_deployment_that_leaves_the_flag_unset_runs_flyte_s_default_in_every_command(tmp_path):
+    """flyteplugins flytek8s/config/config.go (v1.16.8): `defaultK8sConfig` does not set
+    `EnableDistributedErrorAggregation`, so a deployment whose files leave it out runs the single error.pb reader.
+    One rule for every command: a scenario that says `error_aggregation: true` (sibling_user_error_cleanup), played
+    on such a deployment, plays it off, as `explain` reads its files; only a command-line flag wins over the files."""
+    flagless = write(tmp_path, "storage: {limits: {maxDownloadMBs: 2}}\n")
+    written = json.loads(aggsim("simulate", "sibling_user_error_cleanup", "--plugin", "seed-pr", "--json").stdout)
+    assert written["error_aggregation"] is True and written["final_phase"] == "FAILED_PERMANENTLY"
+    on_it = json.loads(
+        aggsim(
+            "simulate", "sibling_user_error_cleanup", "--plugin", "seed-pr", "--propeller-config", flagless, "--json"
+        ).stdout
+    )
+    assert on_it.get("error_aggregation", False) is False and on_it["final_phase"] == "RETRIED_THEN_SUCCEEDED"
+    overridden = json.loads(
+        aggsim(
+            "simulate",
+            "sibling_user_error_cleanup",
+            "--plugin",
+            "seed-pr",
+            "--propeller-config",
+            flagless,
+            "--aggregation",
+            "--json",
+        ).stdout
+    )
+    assert overridden["error_aggregation"] is True and overridden["final_phase"] == "FAILED_PERMANENTLY"
+    vary = ("--vary", "timings.upload_seconds=0.05,3", "--propeller-config", flagless, "--json")
+    sweep = json.loads(aggsim("sweep", "sibling_user_error_cleanup", *vary).stdout)
+    assert {cell["aggregation"] for cell in sweep["cells"]} == {False}
+    refused = aggsim(
+        "prove",
+        "sibling_user_error_cleanup",
+        "--claim",
+        "genuine-error-wins",
+        "--vary",
+        "propeller.error_aggregation=true,false",
+        "--propeller-config",
+        flagless,
+        expect=2,
+    )
+    assert "leaves it unset (Flyte's default, off) in every case" in refused.stderr
 
 
 def test_a_yaml_alias_bomb_is_refused_as_go_s_parser_refuses_it(tmp_path):

@@ -1260,8 +1260,10 @@ def test_rounds_that_keep_failing_abort_the_workflow_after_max_workflow_retries(
 def _with_max_workflow_retries(name: str, limit: int):
     from aggregation.deployment import Deployment
 
-    spec = load_scenario(name)
-    return spec.with_deployment(Deployment({"max_workflow_retries": limit}, ("test",)))
+    spec = load_scenario(name)  # a deployment sets the flag too (Flyte's default where unset): keep the scenario's
+    return spec.with_deployment(
+        Deployment({"max_workflow_retries": limit, "error_aggregation": spec.error_aggregation}, ("test",))
+    )
 
 
 @pytest.mark.parametrize("limit, failed", [(-5, 2**32 - 4), (2**32 + 3, 4), (2**32 - 2, 2**32 - 1)])
