@@ -61,7 +61,6 @@ class RunPolicyLimit(NamedEnum):
     """A kubeflow common `RunPolicy` limit past which the operator deletes every pod and fails the job."""
 
     ACTIVE_DEADLINE = "ActiveDeadlineSeconds"
-    BACKOFF_LIMIT = "BackoffLimit"
 
 
 class FinalPhase(NamedEnum):

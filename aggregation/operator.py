@@ -6,7 +6,7 @@ worker pod succeeds; a non-elastic one when the master (pod 0) succeeds. With Re
 Flyte sets, flyteplugins `k8s/kfoperators/common/common_operator.go`), a failed pod fails the job, and a
 running pod that is being deleted counts as failed (`pkg/core/status.go` `UpdateJobReplicaStatuses`). Once
 the job is terminal, CleanPodPolicy decides which pods are deleted (`pkg/controller.v1/common/job.go`
-`deletePodsAndServices`: Running deletes the running ones, All every one; each deletion of a running pod is a
+`DeletePodsAndServices`: Running deletes the running ones, All every one; each deletion of a running pod is a
 SIGTERM, and SIGKILL after the grace period; the model deletes, under either, the pods it counts as running, as
 the others have no container left to stop). One reconcile reads every pod (`ReconcileJobs`), so the changes heard
 before it runs are decided together: those of one instant, after the instant's other events, and with a busy work
@@ -17,11 +17,14 @@ both orders). A pod with a deletion mark that has exited is removed by the kubel
 then creates a new pod in its slot (`ReconcilePods` -> `createNewPod`); the model plays no re-created pod, and
 refuses the point where that can happen (`PodRecreation`).
 
-Before the replica statuses, `ReconcileJobs` checks the RunPolicy's limits (`job.backoff_limit`,
-`job.active_deadline_seconds`): past one, it deletes every pod (`DeletePodsAndServices` while the job is not yet
-finished, so whatever CleanPodPolicy says) and fails the job. The deadline counts from the job's start, the
-attempt's time 0, and is looked at only when something wakes a reconcile: in v1.8.0 the PyTorchJob reconciler's
-work queue is a `FakeWorkQueue`, so the `AddAfter` that `UpdateJobStatus` asks for at the deadline never fires.
+Before the replica statuses, `ReconcileJobs` checks the RunPolicy's limits: past one, it deletes every pod
+(`DeletePodsAndServices` while the job is not yet finished, so whatever CleanPodPolicy says) and fails the job. Only
+the deadline (`job.active_deadline_seconds`) is ever passed here. The backoff limit is not: with RestartPolicy Never
+`PastBackoffLimit` (`pkg/core/job.go`) counts no restart and the `FakeWorkQueue` no requeue, so a positive limit is
+never reached, and a negative one (`0 >= limit`) fails the job at its first reconcile, before any pod exists, which
+the scenario refuses. The deadline counts from the job's start, the attempt's time 0, and is looked at only when
+something wakes a reconcile: in v1.8.0 the PyTorchJob reconciler's work queue is a `FakeWorkQueue`, so the
+`AddAfter` that `UpdateJobStatus` asks for at the deadline never fires.
 
 Once the job is finished, the RunPolicy's TTLSecondsAfterFinished (`job.ttl_seconds_after_finished`) has the operator
 delete the job itself (`CleanupJob`): at the first reconcile at or past its CompletionTime, read back in whole seconds,
@@ -107,7 +110,6 @@ class TrainingOperator:
         cleanup_delay: float = 0.0,
         job_name: str = "",
         active_deadline: Optional[int] = None,
-        backoff_limit: Optional[int] = None,
         ttl_after_finished: Optional[int] = None,
         delete_job: Optional[Callable[[str], None]] = None,
         map_order: Optional[ReplicaMapOrder] = None,
@@ -126,7 +128,6 @@ class TrainingOperator:
         self.cleanup_delay = cleanup_delay
         self.job_name = job_name
         self.active_deadline = active_deadline  # seconds from the job's start (the attempt's 0); None: unset
-        self.backoff_limit = backoff_limit  # None: unset
         self.ttl_after_finished = ttl_after_finished  # None: unset
         self.delete_job = delete_job  # deletes the PyTorchJob object, saying why
         self.map_order = map_order  # Go's order over the replica specs, where it decides; None: not pinned
@@ -192,15 +193,14 @@ class TrainingOperator:
     def _update_job_status(self) -> None:
         succeeded = [pod for pod in self.pods if self.exited.get(pod) == 0]
         failed = [pod for pod in self.pods if self.exited.get(pod, 0) != 0]  # phase Failed
-        # a deleted pod heard exited before this instant may be gone: then the backoff check (`FilterPodCount` over
-        # the pods the API server holds) does not count it either, and only a limit passed without it decides here
+        # a deleted pod heard exited before this instant may be gone, and its slot refilled (`ReconcilePods`), unless
+        # the deadline, which `ReconcileJobs` checks first and which no pod's presence changes, fails the job here
         gone = [pod for pod in self.deleting if pod in self.exited and self._heard_at[pod] < self.clock.now]
-        still_held = [pod for pod in failed if pod not in gone]
-        limit = self._limit_passed(failed)
-        if gone and (limit is None or self._limit_passed(still_held) is not limit):
+        limit = self._limit_passed()
+        if gone and limit is None:
             self._refuse_a_re_created_pod(gone[0], counted=False)
         if limit is not None:
-            self._fail_past_a_limit(limit, still_held)
+            self._fail_past_a_limit(limit)
             return
         failed += [pod for pod in self.deleting if pod not in self.exited]
         if self.elastic:
@@ -243,8 +243,8 @@ class TrainingOperator:
         is written, and a reconcile of a running job then finds its slot empty and creates a new pod in it
         (`ReconcilePods`: `len(podSlice) == 0` -> `createNewPod`, before `UpdateJobStatus`), which runs the task
         again. The model plays no re-created pod, so it refuses (`PodRecreation`) a reconcile that reads such a pod
-        heard exited before this instant (the object may be gone, and the model cannot tell), unless a RunPolicy limit
-        passed without it fails the job first (`ReconcileJobs` then never reaches `ReconcilePods`); and one that
+        heard exited before this instant (the object may be gone, and the model cannot tell), unless the deadline has
+        passed and fails the job first (`ReconcileJobs` then never reaches `ReconcilePods`); and one that
         `counted` such a pod heard at this instant (still there: counted by its phase) and leaves the job running.
         Neither meets a pod that was running when its mark was read: that reconcile fails the job."""
         now, exit_code, heard, marked = self.clock.now, self.exited[pod], self._heard_at[pod], self.deleting[pod]
@@ -265,33 +265,22 @@ class TrainingOperator:
             counted,
         )
 
-    def _limit_passed(self, failed: list[str]) -> Optional[RunPolicyLimit]:
-        """`ReconcileJobs`' RunPolicy checks, before any replica status: the backoff limit, then the deadline."""
-        # exceedsBackoffLimit: a new pod in phase Failed (the last reconcile saw none, or the job would have failed),
-        # not every pod active, and NumRequeues + 1 > BackoffLimit, where the `FakeWorkQueue` counts no requeue
-        if self.backoff_limit is not None and failed and 1 > self.backoff_limit:
-            return RunPolicyLimit.BACKOFF_LIMIT
+    def _limit_passed(self) -> Optional[RunPolicyLimit]:
+        """`ReconcileJobs`' RunPolicy checks, before any replica status. Of the two only the deadline can pass (the
+        module's docstring: the backoff limit's `exceedsBackoffLimit` needs `NumRequeues + 1 > BackoffLimit`, and
+        `PastBackoffLimit` counts restarts, none of which a positive limit meets under RestartPolicy Never)."""
         if self.active_deadline is not None and self.clock.now >= self.active_deadline:
             return RunPolicyLimit.ACTIVE_DEADLINE
         return None
 
-    def _fail_past_a_limit(self, limit_passed: RunPolicyLimit, failed: list[str]) -> None:
+    def _fail_past_a_limit(self, limit_passed: RunPolicyLimit) -> None:
         """Past a RunPolicy limit the job fails now, and every pod is deleted first (`DeletePodsAndServices` on a job
         not yet finished)."""
-        limit, deadline = self.backoff_limit, self.active_deadline
-        if limit_passed is RunPolicyLimit.BACKOFF_LIMIT:
-            pod = failed[0]
-            message = f"Job {self.job_name} has failed because it has reached the specified backoff limit"
-            why = (
-                f"pod {pod} failed (exit {self.exited[pod]}) with RunPolicy.BackoffLimit {limit}: the backoff path "
-                "deletes every pod and fails the job before the replica statuses count"
-            )
-        else:
-            message = f"Job {self.job_name} has failed because it was active longer than specified deadline"
-            why = (
-                f"the job is past RunPolicy.ActiveDeadlineSeconds ({deadline} s) at this reconcile, the first a pod "
-                "change woke since (v1.8.0 queues none for the deadline): every pod is deleted and the job fails"
-            )
+        message = f"Job {self.job_name} has failed because it was active longer than specified deadline"
+        why = (
+            f"the job is past RunPolicy.ActiveDeadlineSeconds ({self.active_deadline} s) at this reconcile, the first "
+            "a pod change woke since (v1.8.0 queues none for the deadline): every pod is deleted and the job fails"
+        )
         self._delete_running(limit_passed)
         # `CleanupJob` in this reconcile, before the status is written, with the CompletionTime it has just set (now,
         # to the nanosecond): only a negative TTL has expired, and its `AddAfter` otherwise goes to the no-op queue

@@ -116,7 +116,6 @@ class ScenarioSpec:
     cleanup_delay: float = defaults.CLEANUP_SECONDS  # the job turns terminal -> the operator's CleanPodPolicy deletions
     reconcile_delay: float = defaults.RECONCILE_SECONDS  # a pod update wakes a reconcile -> it reads the pods
     active_deadline: Optional[int] = None  # RunPolicy.ActiveDeadlineSeconds, None when Flyte leaves it unset
-    backoff_limit: Optional[int] = None  # RunPolicy.BackoffLimit, None when Flyte leaves it unset
     ttl_after_finished: Optional[int] = None  # RunPolicy.TTLSecondsAfterFinished, None when Flyte leaves it unset
     namespace: str = defaults.NAMESPACE
     timings: dict[str, PodTiming] = field(default_factory=dict)
@@ -503,7 +502,15 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
             f"must be > 0 (0 leaves it unset), got {deadline}: a negative deadline fails the job as it is created, "
             "before its pods run, which the model does not play",
         )
-    backoff_limit = job.backoff_limit or None
+    if job.backoff_limit < 0:
+        raise where.error(
+            where.line_of("backoff_limit"),
+            "job.backoff_limit",
+            f"must be > 0 (0 leaves it unset), got {job.backoff_limit}: a negative limit fails the job at its first "
+            "reconcile, before any pod exists (PastBackoffLimit: 0 restarts >= the limit), which the model does not "
+            "play",
+        )
+    # a positive one never acts: with RestartPolicy Never no restart is counted and no requeue either (below)
     ttl_after_finished = job.ttl_seconds_after_finished or None
     namespace = job.namespace or defaults.NAMESPACE
     if not _NAMESPACE.match(namespace):
@@ -623,7 +630,6 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         cleanup_delay=cleanup,
         reconcile_delay=reconcile,
         active_deadline=deadline,
-        backoff_limit=backoff_limit,
         ttl_after_finished=ttl_after_finished,
         namespace=namespace,
         fork=job.start_method == pb.FORK,

@@ -151,11 +151,12 @@ def scenarios(
     # real attempts without a completion train that long on the wall clock: keep a playable sample quick
     task.training_seconds = draw(_seconds(20.0, 40.0 if playable else 120.0))
 
-    # the RunPolicy's limits, now and then: a deadline within the attempt's span, a backoff limit either side of 0
+    # the RunPolicy's limits, now and then: a deadline within the attempt's span, a backoff limit (which never acts
+    # with RestartPolicy Never: a negative one, which fails the job as it is created, the model refuses)
     if not playable and draw(st.integers(0, 3)) == 0:
         job.active_deadline_seconds = draw(st.integers(1, math.ceil(task.training_seconds) + 15))
     if not playable and draw(st.integers(0, 3)) == 0:
-        job.backoff_limit = draw(st.sampled_from([-1, 1]))
+        job.backoff_limit = draw(st.integers(1, 6))
     # ...and its TTL after the finish, either side of propeller's look (negative: gone at the next reconcile)
     if not playable and draw(st.integers(0, 3)) == 0:
         job.ttl_seconds_after_finished = draw(st.integers(-2, 12))

@@ -165,7 +165,6 @@ class Attempt:
             spec.cleanup_delay,
             spec.job_name,
             spec.active_deadline,
-            spec.backoff_limit,
             spec.ttl_after_finished,
             self._delete_job,
             spec.map_order_for(self.attempt),

@@ -471,7 +471,7 @@ def test_past_the_deadline_every_pod_is_deleted_whatever_the_clean_pod_policy():
     assert plain.job_condition == "Succeeded" and not any(e.what is What.DELETES_POD for e in plain.timeline)
 
 
-def _operator(elastic: bool, backoff_limit=None, map_order=None, pods=("a", "b"), reconcile_delay=0.0, deadline=None):
+def _operator(elastic: bool, map_order=None, pods=("a", "b"), reconcile_delay=0.0, deadline=None):
     """The operator on its own clock, recording its deletions and its terminal condition."""
     clock, deleted, terminal = Clock(), [], []
     operator = TrainingOperator(
@@ -482,7 +482,6 @@ def _operator(elastic: bool, backoff_limit=None, map_order=None, pods=("a", "b")
         lambda condition, why, message: terminal.append((condition.value, message)),
         clock,
         job_name="j",
-        backoff_limit=backoff_limit,
         map_order=map_order,
         attempt=1,
         reconcile_delay=reconcile_delay,
@@ -603,28 +602,25 @@ def test_a_deleted_pod_heard_exited_before_the_reconcile_that_reads_its_mark_is_
         assert terminal == [("Succeeded", "") if exit_after_mark == 0.3 else ("Failed", FAILED % "1 Worker")]
 
 
-@pytest.mark.parametrize("backoff_limit", [None, -1])
-@pytest.mark.parametrize("c_fails", [False, True])
-def test_a_backoff_limit_passed_without_the_deleted_pod_decides_before_any_re_creation(backoff_limit, c_fails):
-    """`ReconcileJobs` checks the RunPolicy's limits before `ReconcilePods`, and its backoff check counts the failed
-    pods the API server holds (`FilterPodCount`). Pod b, deleted at 5 s, exits 143 at 5.1 s, before the reconcile at
-    5.3 s: it may be gone by then, so its failure alone may not pass a negative backoff limit, and re-creation may
-    follow: refused either way. Pod c's own failure, heard too, passes the limit whatever became of b: the job fails
-    there on the backoff path, deleting the pods, and nothing is re-created."""
-    clock, operator, deleted, terminal = _operator(
-        False, backoff_limit=backoff_limit, pods=("a", "b", "c"), reconcile_delay=0.3
-    )
+@pytest.mark.parametrize("deadline", [None, 5])
+def test_a_deadline_passed_decides_before_any_re_creation(deadline):
+    """training-operator v1.8.0 `common/job.go` `ReconcileJobs` checks the RunPolicy's deadline before
+    `ReconcilePods`. Pod b, deleted at 5 s, exits 143 at 5.1 s, before the reconcile at 5.3 s: it may be gone by
+    then, and a running job's reconcile would create a new pod in its slot: refused. Past a 5 s deadline that
+    reconcile fails the job instead, deleting the pods still running, and nothing is re-created."""
+    clock, operator, deleted, terminal = _operator(False, pods=("a", "b", "c"), reconcile_delay=0.3, deadline=deadline)
     clock.at(5, lambda: operator.pod_deleted("b"))
     clock.at(5.1, lambda: operator.pod_exited("b", 143))
-    if c_fails:
-        clock.at(5.2, lambda: operator.pod_exited("c", 1))
-    if not c_fails or backoff_limit is None:
+    if deadline is None:
         with pytest.raises(PodRecreation, match=r"reads pod b deleted \(at 5 s\) and exited \(exit 143"):
             clock.run(lambda: False)
         return
     clock.run(lambda: False)
-    backoff = "PyTorchJobFailed - Job j has failed because it has reached the specified backoff limit"
-    assert terminal == [("Failed", backoff)] and deleted == [("a", "BackoffLimit")]
+    past = "PyTorchJobFailed - Job j has failed because it was active longer than specified deadline"
+    assert terminal == [("Failed", past)] and deleted == [
+        ("a", "ActiveDeadlineSeconds"),
+        ("c", "ActiveDeadlineSeconds"),
+    ]
 
 
 @pytest.mark.parametrize("marked", ["b", "a"])
@@ -715,43 +711,18 @@ def test_the_simulator_plays_each_map_order_and_the_order_decides_whether_the_no
     assert pins == () and execution_to_json(alone) == execution_to_json(both[1][1])
 
 
-BACKOFF = "PyTorchJobFailed - Job j has failed because it has reached the specified backoff limit"
-
-
-@pytest.mark.parametrize("elastic", [True, False])
-@pytest.mark.parametrize("limit", [-1, None, 1])
-def test_a_negative_backoff_limit_fails_the_job_at_its_first_failed_pod_before_the_statuses(elastic, limit):
-    """`ReconcileJobs`: `exceedsBackoffLimit` = a new pod in phase Failed, not every pod active, and
-    `NumRequeues + 1 > BackoffLimit`; the `FakeWorkQueue` counts no requeue, so only a negative limit (flyteplugins
-    `ParseRunPolicy` leaves 0 unset) is exceeded. It is checked before `UpdateJobStatus`: a pod's success in the same
-    reconcile (pod a, the Master when not elastic) no longer counts, which decides even the non-elastic case that Go's
-    map order leaves open. A pod still running is deleted first, whatever CleanPodPolicy says."""
-    clock, operator, deleted, terminal = _operator(elastic, limit)
-    clock.at(5, lambda: (operator.pod_exited("a", 0), operator.pod_exited("b", 137)))
-    if limit != -1 and not elastic:
-        with pytest.raises(UndecidedVerdict):
-            clock.run(lambda: False)
-        return
-    clock.run(lambda: False)
-    assert terminal == [("Failed", BACKOFF) if limit == -1 else ("Succeeded", "")]
-    assert deleted == []  # both pods had exited
-    clock, operator, deleted, terminal = _operator(elastic, limit)
-    clock.at(5, lambda: operator.pod_exited("a", 1))
-    clock.run(lambda: False)
-    if limit == -1:
-        assert (terminal, deleted) == ([("Failed", BACKOFF)], [("b", "BackoffLimit")])
-    else:
-        assert terminal[0][1].endswith("1 Master replica(s) failed." if not elastic else "1 Worker replica(s) failed.")
-        assert deleted == []
-
-
-def test_a_negative_backoff_limit_counts_a_pod_in_phase_failed_not_one_being_deleted():
-    """`exceedsBackoffLimit` counts pods in phase Failed (`FilterPodCount(pods, PodFailed)`); a running pod with a
-    deletion mark is failed only in `UpdateJobReplicaStatuses`, after the limits: `UpdateJobStatus`' own message."""
-    clock, operator, deleted, terminal = _operator(True, -1)
-    clock.at(5, lambda: operator.pod_deleted("b"))
-    clock.run(lambda: False)
-    assert terminal == [("Failed", "PyTorchJobFailed - PyTorchJob j is failed because 1 Worker replica(s) failed.")]
+@pytest.mark.parametrize("name", ["sibling_user_error_cleanup", "preemption_by_pod_deletion", "three_failures_3x1"])
+def test_a_positive_backoff_limit_changes_nothing(name):
+    """training-operator v1.8.0: `ReconcileJobs` (`common/job.go`) fails a job past its backoff limit when
+    `exceedsBackoffLimit` (`NumRequeues + 1 > BackoffLimit`, and the PyTorchJob reconciler's `FakeWorkQueue` counts
+    no requeue) or `PastBackoffLimit` (`pkg/core/job.go`: the container restarts of OnFailure, Always and ExitCode
+    replicas, none under Flyte's RestartPolicy Never, `>= BackoffLimit`). A positive limit meets neither: every
+    attempt plays as with no limit."""
+    text = SCENARIOS.joinpath(f"{name}.textproto").read_text()
+    unset = execution_to_json(simulate(parse_scenario(text)))
+    for limit in (1, 2**31 - 1):
+        limited = parse_scenario(text.replace("job {", f"job {{\n  backoff_limit: {limit}", 1))
+        assert execution_to_json(simulate(limited)) == unset
 
 
 def test_the_failed_condition_s_message_counts_the_failed_replicas_of_its_type():
@@ -775,14 +746,23 @@ def test_the_job_is_named_as_the_operator_named_its_pods():
     assert named.job_name == "run-7"
 
 
-@pytest.mark.parametrize("text, problem", [("active_deadline_seconds: -5", "must be > 0 (0 leaves it unset)")])
-def test_a_negative_deadline_is_refused_in_one_line(tmp_path, text, problem):
+@pytest.mark.parametrize(
+    "text, field, problem",
+    [
+        ("active_deadline_seconds: -5", "job.active_deadline_seconds", "a negative deadline fails the job as it is"),
+        ("backoff_limit: -1", "job.backoff_limit", "(PastBackoffLimit: 0 restarts >= the limit)"),
+    ],
+)
+def test_a_negative_deadline_or_backoff_limit_is_refused_in_one_line(tmp_path, text, field, problem):
+    """training-operator v1.8.0 `common/job.go` `ReconcileJobs`: at the job's first reconcile, before any pod exists,
+    a negative deadline is passed (`PastActiveDeadline`) and so is a negative backoff limit (`pkg/core/job.go`
+    `PastBackoffLimit` returns `0 >= limit`): the job fails with no pod run, which the model does not play."""
     path = tmp_path / "bad.textproto"
     path.write_text(scenario_text(job=text))
     result = subprocess.run([AGGSIM, "simulate", str(path)], capture_output=True, text=True)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     [line] = result.stderr.strip().splitlines()
-    assert "job.active_deadline_seconds" in line and problem in line and "bad.textproto" in line
+    assert field in line and problem in line and "bad.textproto" in line and "must be > 0 (0 leaves it unset)" in line
 
 
 # --- RunPolicy.TTLSecondsAfterFinished (training-operator v1.8.0 `common/job.go` `CleanupJob`) -----------------------
