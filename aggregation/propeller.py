@@ -23,6 +23,7 @@ from aggregation.readers import ObservedError, ReadResult
 
 
 class TaskPhase(str, enum.Enum):
+    QUEUED = "QUEUED"  # the job's current condition is Created (GetPhaseInfo: PhaseInfoQueued "JobCreated")
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"
     RETRYABLE_FAILURE = "RETRYABLE_FAILURE"
@@ -124,7 +125,9 @@ def task_outcome(
     job Succeeded (`plugin_manager.go` builds the reader only on success). `outputs_too_large` is the Go error
     `RemoteFileOutputReader.Exists` returned for an `outputs.pb` larger than the payload limit, if it did.
     """
-    if condition in (JobCondition.CREATED, JobCondition.RUNNING, JobCondition.RESTARTING):
+    if condition is JobCondition.CREATED:
+        return TaskOutcome(TaskPhase.QUEUED, reason="job Created")
+    if condition in (JobCondition.RUNNING, JobCondition.RESTARTING):
         return TaskOutcome(TaskPhase.RUNNING, reason=f"job {condition.value}")
     if condition is JobCondition.FAILED:
         # GetPhaseInfo: PhaseInfoRetryableFailure(DownstreamSystemError, ...) -> kind USER; no file is read
@@ -212,7 +215,7 @@ def node_decision(
     config: PropellerConfig = PropellerConfig(),
 ) -> NodeDecision:
     """Whether the node succeeds, retries or fails, and its counters for the next attempt."""
-    if outcome.phase is TaskPhase.RUNNING:
+    if outcome.phase in (TaskPhase.QUEUED, TaskPhase.RUNNING):
         return NodeDecision(Decision.WAIT, next_state=state)
     if outcome.phase is TaskPhase.SUCCEEDED:
         return NodeDecision(Decision.SUCCEED, next_state=state)

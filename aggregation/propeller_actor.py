@@ -17,6 +17,14 @@ While nothing else can happen (no callback waits, no outage starts or ends), eve
 failed one read and fails alike: more than a few such rounds are counted in one step, so a large
 `max-workflow-retries` (-1 is uint32's 4,294,967,295) never runs its rounds one by one. At that largest limit
 the count can never exceed it, so propeller retries the round for ever and the node never ends.
+
+A round reads the job's conditions as flyteplugins `common_operator.go` `ExtractCurrentCondition` does: sorted
+latest first by LastTransitionTime, which the API server keeps in whole seconds, with ties left in the list's order
+(`sort.Slice` sorts so few by insertion), then the first true one. The Created condition, written as the job is
+created and never made false, comes first in that list, so a terminal condition in the same whole second is not
+read: the task stays Queued (`GetPhaseInfo`). A terminal condition a second or more after the job's start never
+shares its second; one sooner may or may not, by where in its second the job was created, which no scenario fixes:
+the model refuses that point (`CreatedInTheSameSecond`).
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from aggregation.propeller import (
     task_outcome,
 )
 from aggregation.readers import DEFAULT, EARLIEST, ReadResult
-from aggregation.scenario import ScenarioSpec
+from aggregation.scenario import ModelRefusal, ScenarioSpec
 from aggregation.storage import OutputPrefix
 from aggregation.timeline import Event, What
 
@@ -60,6 +68,24 @@ class Observation:
     read: Optional[ReadResult]
     outcome: TaskOutcome
     decision: NodeDecision
+
+
+class CreatedInTheSameSecond(ModelRefusal):
+    """The job turned terminal less than a second after its start: whether propeller reads that condition or the
+    Created one (and the task stays Queued) depends on the sub-second moment of the job's creation (module
+    docstring). Says which attempt, the condition and when it was set."""
+
+    def __init__(self, attempt: int, condition: JobCondition, at) -> None:
+        super().__init__(
+            f"attempt {attempt}'s job turned {condition.value} at {at:g} s, less than a second after its Created "
+            "condition: whether the two share a whole second (flyteplugins ExtractCurrentCondition then reads Created, "
+            "and the task stays Queued) depends on where in its second the job was created, which the model does not "
+            "fix"
+        )
+        self.attempt = attempt
+        self.condition = condition
+        self.at = at
+        self.kind = f"the job turned terminal in its first second (attempt {attempt})"
 
 
 #: at most this many rounds that fail alike run one by one, each on the timeline (max-workflow-retries' default,
@@ -84,6 +110,7 @@ class PropellerActor:
         log: Callable[[Event], None],
         failed_rounds: int = 0,
         unchanged_until: Optional[Callable[[], float]] = None,
+        attempt: int = 0,
     ) -> None:
         self.clock = clock
         self.spec = spec
@@ -97,6 +124,8 @@ class PropellerActor:
         self.last_round_error: Optional[str] = None
         self.condition_message = ""  # the terminal condition's `Reason - Message`
         self.job_found = True  # False once the operator deleted the PyTorchJob (TTLSecondsAfterFinished)
+        self.attempt = attempt  # which attempt's job this is (0 the first), for a refusal to name
+        self.terminal_at: Optional[float] = None  # when the operator set the terminal condition (the job's start: 0)
         self.observation: Optional[Observation] = None
         #: the terminal condition whose rounds fail for ever (the count can never exceed max-workflow-retries)
         self.retries_for_ever: Optional[JobCondition] = None
@@ -104,6 +133,7 @@ class PropellerActor:
     def job_terminal(self, condition: JobCondition, message: str = "") -> None:
         """The operator set a terminal condition now, with this `Reason - Message`: the next round observes it."""
         self.condition_message = message
+        self.terminal_at = self.clock.now
         self._next_round(condition, self.spec.observation_delay)
 
     def job_deleted(self) -> None:
@@ -124,6 +154,8 @@ class PropellerActor:
             decision = node_decision(outcome, spec.retries, self.state, self.config)
             self._decided(JobCondition.DELETED, (), None, outcome, decision)
             return
+        if self.terminal_at is not None and self.terminal_at < 1:  # the job's start, 0, is when Created was written
+            raise CreatedInTheSameSecond(self.attempt, condition, self.terminal_at)
         if condition is not JobCondition.SUCCEEDED:
             # GetPhaseInfo maps Failed to a retryable DownstreamSystemError; no file is read
             outcome = task_outcome(JobCondition.FAILED, condition_message=self.condition_message)

@@ -181,6 +181,7 @@ class Attempt:
             self.log,
             self.failed_rounds_before,
             self._unchanged_until,
+            self.attempt,
         )
         self._schedule_scenario()
         self.clock.run(self._done)

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 
 from aggregation.operator import PodRecreation, UndecidedVerdict
+from aggregation.propeller_actor import CreatedInTheSameSecond
 from aggregation.record import execution_to_proto
 from aggregation.simulate import simulate, simulate_each_map_order
 from aggregation.strategies import scenarios, spec_of
@@ -27,12 +28,15 @@ MANY = settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
 def simulated(message):
     """The execution. A point the model refuses is left out, once its refusal is checked: the operator would re-create
     a deleted pod (`PodRecreation`, `refused_for_a_re_created_pod`), or Go's map order decides a non-elastic job whose
-    attempt leaves it unset (`UndecidedVerdict`)."""
+    attempt leaves it unset (`UndecidedVerdict`), or the job turned terminal in its first second, where its Created
+    condition may share the whole second (`CreatedInTheSameSecond`)."""
     note(text_format.MessageToString(message))
     try:
         return simulate(spec_of(message))
     except PodRecreation as refusal:
         refused_for_a_re_created_pod(message, refusal)
+    except CreatedInTheSameSecond as refusal:
+        assert 0 <= refusal.at < 1 and refusal.attempt < max(1, len(message.attempts)), refusal
     except UndecidedVerdict:
         # Go's coin: each order the scenario could pin decides the point (the order itself is tested on its own)
         assert len(simulate_each_map_order(spec_of(message))) >= 2
@@ -60,8 +64,8 @@ def refused_for_a_re_created_pod(message, refusal: PodRecreation) -> None:
             event.preemption.pod_deleted = False
     try:
         execution = simulate(spec_of(unmarked))
-    except (PodRecreation, UndecidedVerdict):
-        return  # another pod's deletion, or Go's map order: nothing to compare with
+    except (PodRecreation, UndecidedVerdict, CreatedInTheSameSecond):
+        return  # another pod's deletion, Go's map order, or a job over in its first second: nothing to compare with
     code, exited_at = execution.attempts[refusal.attempt].exits[refusal.pod]
     heard = exited_at + message.job.pod_status_seconds
     assert (code, heard) == (refusal.exit_code, pytest.approx(refusal.heard_at, abs=1e-6)), refusal

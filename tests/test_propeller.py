@@ -41,10 +41,19 @@ def read_with(error=None, round_error=None) -> ReadResult:
 # --- task outcome ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("condition", [JobCondition.CREATED, JobCondition.RUNNING, JobCondition.RESTARTING])
-def test_non_terminal_conditions_keep_running(condition):
-    """GetPhaseInfo: Created -> queued, Running/Restarting -> running."""
-    assert task_outcome(condition).phase is TaskPhase.RUNNING
+@pytest.mark.parametrize(
+    "condition, phase",
+    [
+        (JobCondition.CREATED, TaskPhase.QUEUED),
+        (JobCondition.RUNNING, TaskPhase.RUNNING),
+        (JobCondition.RESTARTING, TaskPhase.RUNNING),
+    ],
+)
+def test_non_terminal_conditions_keep_the_node_waiting(condition, phase):
+    """flyteplugins v1.16.8 `common_operator.go` `GetPhaseInfo`: Created -> PhaseInfoQueued ("JobCreated"),
+    Running/Restarting -> PhaseInfoRunning; the node waits on either."""
+    outcome = task_outcome(condition)
+    assert outcome.phase is phase and node_decision(outcome).decision is Decision.WAIT
 
 
 def test_failed_job_is_retryable_downstream_system_error_of_kind_user_and_reads_no_file():

@@ -28,6 +28,7 @@ from aggregation.engine import Clock
 from aggregation.explore import Variation, default_variations, outcome_of, shown_outcomes, sweep
 from aggregation.kinds import CleanPodPolicy, ReplicaMapOrder
 from aggregation.operator import PodRecreation, TrainingOperator, UndecidedVerdict
+from aggregation.propeller_actor import CreatedInTheSameSecond
 from aggregation.record import execution_to_json
 from aggregation.report import sweep_to_json
 from aggregation.scenario import ScenarioError, load_scenario, parse_scenario, read_scenario
@@ -763,6 +764,32 @@ def test_a_negative_deadline_or_backoff_limit_is_refused_in_one_line(tmp_path, t
     assert result.returncode != 0 and "Traceback" not in result.stderr
     [line] = result.stderr.strip().splitlines()
     assert field in line and problem in line and "bad.textproto" in line and "must be > 0 (0 leaves it unset)" in line
+
+
+@settings(max_examples=60, deadline=None)
+@given(at=st.integers(1, 2500).map(lambda ms: ms / 1000))
+def test_a_job_terminal_within_a_second_of_its_start_is_refused_as_its_conditions_may_tie(at):
+    """flyteplugins v1.16.8 `common_operator.go` `ExtractCurrentCondition`: conditions sorted latest first by their
+    whole-second LastTransitionTime, ties kept in list order (`sort.Slice`'s insertion sort for so few), the first
+    true one read. Created (training-operator v1.8.0 `util/status.go`: never set false) comes first, so a terminal
+    condition in its second reads as Created: Queued. Under a second after the job's start that depends on where in
+    its second the job was created: refused; from one second on it never ties, and the attempt plays."""
+    events = f'events {{ at_seconds: {at} pod: "b" preemption {{ pod_deleted: true }} }}'
+    spec = scenario(events, delay=1)
+    if at < 1:
+        with pytest.raises(CreatedInTheSameSecond, match=f"attempt 0's job turned Failed at {at:g} s, less than a"):
+            simulate(spec)
+        return
+    first = simulate(spec).attempts[0]
+    assert first.job_condition == "Failed" and first.decision.decision.value == "RETRY"
+
+
+def test_a_job_deleted_before_the_round_is_not_found_whatever_its_conditions():
+    """flytepropeller `plugin_manager.go` `checkResourcePhase` gets the job before anything else in the round: a job
+    the operator deleted (a negative TTL: at the reconcile that fails it) is NotFound, with no condition to read."""
+    events = 'events { at_seconds: 0.5 pod: "b" preemption { pod_deleted: true } }'
+    first = simulate(scenario(events, job="ttl_seconds_after_finished: -1", delay=1)).attempts[0]
+    assert first.outcome.error.code == "ResourceDeletedExternally"
 
 
 # --- RunPolicy.TTLSecondsAfterFinished (training-operator v1.8.0 `common/job.go` `CleanupJob`) -----------------------
