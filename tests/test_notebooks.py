@@ -11,7 +11,7 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("name, figures", [("design_review.ipynb", 13), ("replay_prefix.ipynb", 1)])
+@pytest.mark.parametrize("name, figures", [("design_review.ipynb", 14), ("replay_prefix.ipynb", 1)])
 def test_notebook_executes_and_draws(name, figures, tmp_path, monkeypatch):
     """Run as a reader runs it: every cell, each figure drawn once, and nothing of ours left in the temp dir."""
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # the kernel's
@@ -49,5 +49,5 @@ def test_make_docs_renders_the_design_review_for_readers_without_jupyter(tmp_pat
     )
     assert result.returncode == 0, result.stderr[-2000:]
     html = (tmp_path / "design-review.html").read_text()
-    assert len(re.findall(r'<img[^>]+src="data:image/png;base64,', html)) == 13
+    assert len(re.findall(r'<img[^>]+src="data:image/png;base64,', html)) == 14
     assert "Design review: a spot preemption" in html and "Traceback" not in html
