@@ -20,7 +20,9 @@ def error_document(
     timestamp_ns: Optional[int] = None,
     worker: str = "",
 ) -> errors_pb2.ErrorDocument:
-    """An `ErrorDocument`; `timestamp_ns=None` leaves the timestamp unset (it then reads as the epoch)."""
+    """An `ErrorDocument`; `timestamp_ns=None` leaves the timestamp unset (it then reads as the epoch). The stamp's
+    fields are set as given, unchecked, so a test can write one flytekit never writes (e.g. milliseconds written as
+    seconds, past year 9999), as a hand-written uploader might."""
     container = errors_pb2.ContainerError(
         code=code,
         message=message,
@@ -28,8 +30,8 @@ def error_document(
         origin=execution_pb2.ExecutionError.ErrorKind.Value(origin),
         worker=worker,
     )
-    if timestamp_ns is not None:
-        container.timestamp.FromNanoseconds(timestamp_ns)
+    if timestamp_ns is not None:  # Timestamp.FromNanoseconds, without its range check
+        container.timestamp.seconds, container.timestamp.nanos = divmod(timestamp_ns, 10**9)
     return errors_pb2.ErrorDocument(error=container)
 
 

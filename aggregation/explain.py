@@ -8,8 +8,9 @@ renders the JSON `aggsim explain --json` prints.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Any, Optional, Union
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any, Callable, Optional, Union
 
 from aggregation.gotime import rfc3339_nanos
 from aggregation.propeller import (
@@ -26,7 +27,9 @@ from aggregation.readers import (
     CANONICAL_ERROR_FILE,
     DEFAULT,
     EARLIEST,
+    RULE_TIE,
     STRATEGIES,
+    EarliestErrorReader,
     ObservedError,
     ReadResult,
     reader_for,
@@ -53,6 +56,28 @@ class Explanation:
     #: the prefix's error files the reader did not read: the earliest reader's listed keys that do not end in `.pb`;
     #: with `note_unread`, the default reader's other `error*.pb` keys (which it never lists)
     not_read: tuple[str, ...] = ()
+    #: the node's decision for another task outcome, on the same retry budget (`if_listed_first`)
+    decide: Optional[Callable[[TaskOutcome], NodeDecision]] = field(default=None, compare=False, repr=False)
+
+    def if_listed_first(self) -> tuple[tuple[str, "Explanation"], ...]:
+        """The earliest reader keeps the first listed of the files whose stamps tie (`earliest.After(ts)`): for each
+        other file tied with the winner, what propeller concludes had the store listed that one first. Empty when
+        nothing ties. Every candidate was read whole (a read that fails stops the round before any winner), so only
+        the pick changes."""
+        read, winner = self.read, self.read.selected
+        if read.strategy != EARLIEST or winner is None or RULE_TIE not in read.rule or self.decide is None:
+            return ()
+        stamps = [c.order_key for c in read.candidates]
+        others = []
+        for index, tied in enumerate(read.candidates):
+            if tied is winner or tied.error is None or stamps[index] != winner.order_key:
+                continue
+            candidates = tuple(replace(c, selected=c is tied) for c in read.candidates)
+            rule = EarliestErrorReader._rule(list(candidates), stamps, index)
+            listed = replace(read, candidates=candidates, error=tied.error, rule=rule)
+            outcome = task_outcome(JobCondition.SUCCEEDED, listed)  # an error file decides: outputs are not looked at
+            others.append((tied.path, replace(self, read=listed, outcome=outcome, decision=self.decide(outcome))))
+        return tuple(others)
 
     @property
     def not_read_reason(self) -> Optional[str]:
@@ -191,7 +216,8 @@ def explain_store(
     not_read = read.ignored
     if note_unread and read.strategy == DEFAULT:
         not_read = _other_error_files(store)
-    return Explanation(store.location, read, outcome, decision, requests, not_read)
+    decide = partial(node_decision, retries=retries, state=state, config=config)
+    return Explanation(store.location, read, outcome, decision, requests, not_read, decide)
 
 
 def _check_arguments(prefix, strategy, retries, state, config) -> None:

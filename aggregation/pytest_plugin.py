@@ -9,8 +9,10 @@ available in any test suite:
         assert_verdict(error_prefix.explain(retries=2), worker="train-worker-1", decision="RETRY")
 
 `assert_verdict`'s failure message shows every candidate in listing order, which one won and the rule
-that decided. `assert_valid_error_files` runs the checks of `aggsim validate` on files your own task
-code wrote. `assert_scenario` simulates a scenario and checks its final phase.
+that decided. Where the winner's stamp ties another file's and both carry the names flytekit draws at random
+(`error-<uuid4 hex>.pb`, as `add` names them), the expectations must hold whichever the store lists first.
+`assert_valid_error_files` runs the checks of `aggsim validate` on files your own task code wrote.
+`assert_scenario` simulates a scenario and checks its final phase.
 """
 
 from __future__ import annotations
@@ -19,17 +21,18 @@ import hashlib
 import math
 import os
 from pathlib import Path, PurePosixPath
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 import pytest
 
 from aggregation.documents import error_document_bytes
 from aggregation.explain import Explanation, explain_prefix, rfc3339_nanos
 from aggregation.gotime import NANOS
-from aggregation.kinds import FinalPhase
+from aggregation.kinds import FinalPhase, PluginVariant
+from aggregation.printable import printable
 from aggregation.propeller import NodeState, PropellerConfig
-from aggregation.readers import CANONICAL_ERROR_FILE
-from aggregation.replica_env import per_worker_file_name
+from aggregation.readers import CANONICAL_ERROR_FILE, DEFAULT
+from aggregation.replica_env import is_drawn_file_name, is_per_worker_file, per_worker_file_name
 from aggregation.validate import EARLIEST_PLAUSIBLE_SECONDS, TIMESTAMP_SECONDS, check_document, validate_target
 
 ORIGINS = ("USER", "SYSTEM")  # what flytekit's entrypoint writes as `origin`
@@ -104,6 +107,11 @@ class ErrorPrefix:
             code = "SYSTEM" if origin == "SYSTEM" else "USER:Recoverable" if recoverable else "USER:RuntimeError"
         if name is None and not worker:
             name = CANONICAL_ERROR_FILE
+        elif worker and name is not None and PurePosixPath(name).name == CANONICAL_ERROR_FILE:
+            raise ValueError(
+                f"ErrorPrefix.add: name {name!r} with worker {worker!r}: flytekit fills in the worker only in the "
+                "per-worker files it names error-<uuid>.pb (leave name out), never in error.pb"
+            )
         elif name is None:
             while name is None or (self.path / name).exists():  # another ErrorPrefix may fill the same directory
                 self._added += 1
@@ -179,29 +187,58 @@ class ErrorPrefix:
 
 
 def explain_candidates(explanation: Explanation) -> str:
-    """The ranked candidates and the deciding rule, as a failure message shows them."""
+    """The ranked candidates and the deciding rule, as a failure message shows them (control characters a document
+    or a name holds escaped, so none can forge a line)."""
     lines = [f"{explanation.read.strategy} strategy, rule: {explanation.read.rule}"]
     for candidate in explanation.read.candidates:
         mark = "-> " if candidate.selected else "   "
         error = candidate.error
         if error is None:
-            lines.append(f"{mark}{candidate.path}: {candidate.problem}")
+            lines.append(f"{mark}{printable(candidate.path)}: {printable(candidate.problem)}")
         else:
             lines.append(
-                f"{mark}{candidate.path}: {rfc3339_nanos(error.timestamp_ns) or 'no timestamp (epoch)'} "
-                f"{error.code} {error.kind} {'recoverable' if error.recoverable else 'non-recoverable'} "
-                f"worker={error.worker or '-'}"
+                f"{mark}{printable(candidate.path)}: {rfc3339_nanos(error.timestamp_ns) or 'no timestamp (epoch)'} "
+                f"{printable(error.code)} {error.kind} {'recoverable' if error.recoverable else 'non-recoverable'} "
+                f"worker={printable(error.worker) or '-'}"
             )
     if explanation.not_read:
-        lines.append(explanation.not_read_note)
+        lines.append(printable(explanation.not_read_note))
     if explanation.read.round_error:
-        lines.append(f"round error: {explanation.read.round_error}")
+        lines.append(f"round error: {printable(explanation.read.round_error)}")
     decision = explanation.decision
     lines.append(
         f"task {explanation.outcome.phase.value}, node {decision.decision.value}"
-        f"{' ' + decision.code if decision.code else ''}"
+        f"{' ' + printable(decision.code) if decision.code else ''}"
     )
     return "\n".join(lines)
+
+
+def _call(name: str, arguments: dict) -> str:
+    """How the failing call read, so that one of several in a test can be told apart."""
+    given = ", ".join(f"{key}={value!r}" for key, value in arguments.items() if value not in (None, False))
+    return f"{name}({given})"
+
+
+def _verdict_problems(explanation: Explanation, expected: dict, no_error: bool) -> list[str]:
+    """What in `explanation` differs from the expectations (none: they hold)."""
+    error = explanation.error
+    problems = []
+    if no_error and error is not None:
+        problems.append(f"expected no error, got {printable(error.code)} from {printable(error.path)}")
+    elif no_error and explanation.read.round_error:  # no error is reported, and none is the verdict: the round fails
+        problems.append("expected no error, but propeller's read fails the round")
+    elif no_error and explanation.outcome.phase.value != "SUCCEEDED":
+        problems.append(f"expected no error, but the task phase is {explanation.outcome.phase.value}")
+    for field in ("worker", "code", "kind", "recoverable"):
+        want = expected[field]
+        got = getattr(error, field) if error is not None else None
+        if want is not None and got != want:
+            problems.append(f"error {field}: expected {want!r}, got {got!r}")
+    if expected["decision"] is not None and explanation.decision.decision.value != expected["decision"]:
+        problems.append(f"decision: expected {expected['decision']}, got {explanation.decision.decision.value}")
+    if expected["task_phase"] is not None and explanation.outcome.phase.value != expected["task_phase"]:
+        problems.append(f"task phase: expected {expected['task_phase']}, got {explanation.outcome.phase.value}")
+    return problems
 
 
 def assert_verdict(
@@ -214,11 +251,26 @@ def assert_verdict(
     decision: Optional[str] = None,
     task_phase: Optional[str] = None,
     no_error: bool = False,
+    accept_listing_order: bool = False,
+    allow_unread: bool = False,
 ) -> None:
     """Assert which error propeller reports and what the node does; on failure, show the ranking.
 
-    At least one expectation is required: an assertion that checks nothing would pass on anything."""
-    if all(v is None for v in (worker, code, kind, recoverable, decision, task_phase)) and not no_error:
+    At least one expectation is required: an assertion that checks nothing would pass on anything. Where the winner's
+    stamp ties another file's and both names are ones flytekit draws at random (`error-<uuid4 hex>.pb`), which one a
+    real store lists first is chance, so the expectations must hold whichever is listed first (`accept_listing_order`:
+    only as listed here). With the default reader, per-worker files it never reads fail the assertion: pods write them
+    only when propeller runs with aggregation on, and so reads with the earliest strategy (`allow_unread`: a
+    deployment that changed its flag under running pods)."""
+    expected = {
+        "worker": worker,
+        "code": code,
+        "kind": kind,
+        "recoverable": recoverable,
+        "decision": decision,
+        "task_phase": task_phase,
+    }
+    if all(v is None for v in expected.values()) and not no_error:
         raise TypeError("assert_verdict: give at least one expectation (worker, code, kind, recoverable, ...)")
     if isinstance(explanation, ErrorPrefix):
         explanation = explanation.explain()
@@ -227,27 +279,32 @@ def assert_verdict(
             f"assert_verdict: expected an Explanation (error_prefix.explain(...)) or an ErrorPrefix, got "
             f"{type(explanation).__name__} {explanation!r}"
         )
-    error = explanation.error
-    problems = []
-    if no_error and error is not None:
-        problems.append(f"expected no error, got {error.code} from {error.path}")
-    elif no_error and explanation.read.round_error:  # no error is reported, and none is the verdict: the round fails
-        problems.append(f"expected no error, but propeller's read fails the round: {explanation.read.round_error}")
-    elif no_error and explanation.outcome.phase.value != "SUCCEEDED":
-        problems.append(f"expected no error, but the task phase is {explanation.outcome.phase.value}")
-    expected = {"worker": worker, "code": code, "kind": kind, "recoverable": recoverable}
-    for field, want in expected.items():
-        if want is None:
-            continue
-        got = getattr(error, field) if error is not None else None
-        if got != want:
-            problems.append(f"error {field}: expected {want!r}, got {got!r}")
-    if decision is not None and explanation.decision.decision.value != decision:
-        problems.append(f"decision: expected {decision}, got {explanation.decision.decision.value}")
-    if task_phase is not None and explanation.outcome.phase.value != task_phase:
-        problems.append(f"task phase: expected {task_phase}, got {explanation.outcome.phase.value}")
+    call = _call("assert_verdict", {**expected, "no_error": no_error})
+    problems = _verdict_problems(explanation, expected, no_error)
     if problems:
-        pytest.fail("; ".join(problems) + "\n" + explain_candidates(explanation), pytrace=False)
+        pytest.fail(f"{call}: " + "; ".join(problems) + "\n" + explain_candidates(explanation), pytrace=False)
+    unread = [key for key in explanation.not_read if is_per_worker_file(key)]
+    if explanation.read.strategy == DEFAULT and unread and not allow_unread:
+        pytest.fail(
+            f"{call}: holds only because the default reader never reads {printable(', '.join(unread))}: pods name "
+            "their files error-<uuid>.pb only when propeller runs with aggregation on, which reads them with the "
+            "earliest strategy (explain(strategy='earliest'), or add the errors without a worker; allow_unread=True "
+            "for a deployment that turned aggregation off under running pods)\n" + explain_candidates(explanation),
+            pytrace=False,
+        )
+    winner = explanation.read.selected
+    for key, listed_first in () if accept_listing_order else explanation.if_listed_first():
+        if not (is_drawn_file_name(key) and is_drawn_file_name(winner.path)):
+            continue  # a name the test chose: its order is the test's, not chance
+        theirs = _verdict_problems(listed_first, expected, no_error)
+        if theirs:
+            pytest.fail(
+                f"{call}: holds only because the store lists {printable(winner.path)} before {printable(key)}: their "
+                "stamps tie, and flytekit names these files error-<uuid4 hex>.pb, so which one a real store lists "
+                f"first is chance. With {printable(key)} first: " + "; ".join(theirs) + " (accept_listing_order=True "
+                "checks only the order listed here)\n" + explain_candidates(listed_first),
+                pytrace=False,
+            )
 
 
 def assert_valid_error_files(location: Union[str, Path], *, allow_empty: bool = False) -> None:
@@ -255,14 +312,24 @@ def assert_valid_error_files(location: Union[str, Path], *, allow_empty: bool = 
     file `location` names).
 
     No error file at all fails too (as `aggsim validate` does), unless `allow_empty`: a task that was meant
-    to fail and wrote nothing is what upstream's plugin does after a preemption."""
+    to fail and wrote nothing is what upstream's plugin does after a preemption. A location that does not exist or
+    cannot be read fails, allowed empty or not."""
+    from aggregation.storage import StorageError
+
     if not isinstance(location, (str, os.PathLike)):
         raise TypeError(f"assert_valid_error_files: location must be a path or URL, got {location!r}")
-    reports = validate_target(os.fspath(location))
+    try:
+        reports = validate_target(os.fspath(location))
+    except StorageError as e:
+        pytest.fail(f"assert_valid_error_files: {printable(e)}", pytrace=False)
     if not reports and not allow_empty:
-        pytest.fail(f"no error files under {location} (pass allow_empty=True if that is expected)", pytrace=False)
+        pytest.fail(
+            f"no error files under {printable(location)} (pass allow_empty=True if that is expected)", pytrace=False
+        )
     failures = [
-        f"{report.path}: {finding.check}: {finding.message}" for report in reports for finding in report.findings
+        f"{printable(report.path)}: {finding.check}: {printable(finding.message)}"
+        for report in reports
+        for finding in report.findings
     ]
     if failures:
         pytest.fail("error files would mislead propeller:\n" + "\n".join(failures), pytrace=False)
@@ -272,10 +339,17 @@ def assert_scenario(
     scenario: Union[str, Path],
     *,
     plugin: Optional[str] = None,
+    aggregation: Optional[bool] = None,
+    propeller_config: Sequence[Union[str, Path]] = (),
     final_phase: Optional[str] = None,
     attempts: Optional[int] = None,
 ) -> None:
-    """Simulate a scenario file and check its final phase and attempt count (at least one of them)."""
+    """Simulate a scenario and check its final phase and attempt count (at least one of them), as `aggsim simulate
+    SCENARIO [--plugin] [--aggregation/--no-aggregation] [--propeller-config ...]` would play it.
+
+    `scenario` is a shipped scenario's name, or a path to a .textproto file (relative to the current directory, as
+    `open` reads it; a path never falls back to a shipped scenario of the same name). A point the model refuses to
+    play fails the assertion with the model's line."""
     if final_phase is None and attempts is None:
         raise TypeError("assert_scenario: give final_phase or attempts (an assertion that checks nothing passes)")
     phases = [phase.value for phase in FinalPhase]
@@ -283,11 +357,33 @@ def assert_scenario(
         raise ValueError(f"assert_scenario: final_phase must be one of {', '.join(phases)}, got {final_phase!r}")
     if attempts is not None and (isinstance(attempts, bool) or not isinstance(attempts, int)):
         raise TypeError(f"assert_scenario: attempts must be an int, got {type(attempts).__name__} {attempts!r}")
+    plugins = [variant.value for variant in PluginVariant]
+    if plugin is not None and plugin not in plugins:
+        raise ValueError(f"assert_scenario: plugin must be one of {', '.join(plugins)}, got {plugin!r}")
+    if aggregation is not None and not isinstance(aggregation, bool):
+        raise TypeError(f"assert_scenario: aggregation must be True, False or None, got {aggregation!r}")
+    if isinstance(propeller_config, (str, os.PathLike)):
+        raise TypeError("assert_scenario: propeller_config is a list of files (later ones win), not one path")
+    from aggregation.deployment import DeploymentConfigError, load_deployment
     from aggregation.report import timeline_lines
-    from aggregation.scenario import load_scenario
+    from aggregation.scenario import ModelRefusal, load_scenario, resolve_scenario_path
     from aggregation.simulate import simulate
 
-    execution = simulate(load_scenario(str(scenario), plugin))
+    path = resolve_scenario_path(os.fspath(scenario))
+    spec = load_scenario(path, plugin)
+    if propeller_config:
+        try:
+            spec = spec.with_deployment(load_deployment([os.fspath(f) for f in propeller_config]))
+        except DeploymentConfigError as e:
+            raise ValueError(f"assert_scenario: propeller_config: {e}") from None
+    if aggregation is not None:
+        spec = spec.with_aggregation(aggregation)
+    played = f"{printable(path)} (plugin {spec.plugin.value}, aggregation {'on' if spec.error_aggregation else 'off'})"
+    call = _call("assert_scenario", {"final_phase": final_phase, "attempts": attempts})
+    try:
+        execution = simulate(spec)
+    except ModelRefusal as refusal:
+        pytest.fail(f"{call}: {played}: the model refuses to play it: {printable(refusal)}", pytrace=False)
     problems = []
     if final_phase is not None and execution.final_phase.value != final_phase:
         problems.append(f"final phase: expected {final_phase}, got {execution.final_phase.value}")
@@ -295,7 +391,7 @@ def assert_scenario(
         problems.append(f"attempts: expected {attempts}, got {len(execution.attempts)}")
     if problems:
         timeline = "\n".join(line for a in execution.attempts for line in [f"attempt {a.attempt}:"] + timeline_lines(a))
-        pytest.fail("; ".join(problems) + "\n" + timeline, pytrace=False)
+        pytest.fail(f"{call}: {played}: " + "; ".join(problems) + "\n" + timeline, pytrace=False)
 
 
 @pytest.fixture

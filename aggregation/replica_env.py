@@ -30,6 +30,19 @@ def per_worker_file_name(unique_hex: str) -> str:
     return f"{PER_WORKER_FILE_PREFIX}{unique_hex}.pb"
 
 
+def is_drawn_file_name(key: str) -> bool:
+    """Whether a key's base name is one flytekit draws at random, `error-<uuid4 hex>.pb`: where a store lists such a
+    file among others is chance, run to run."""
+    base = key.rsplit("/", 1)[-1]
+    hexdigits = base[len(PER_WORKER_FILE_PREFIX) : -len(".pb")]
+    return (
+        base.startswith(PER_WORKER_FILE_PREFIX)
+        and base.endswith(".pb")
+        and len(hexdigits) == 32
+        and all(c in "0123456789abcdef" for c in hexdigits)
+    )
+
+
 def is_per_worker_file(key: str) -> bool:
     """Whether a key's base name is a per-worker error file's: pods write these only under aggregation."""
     return key.rsplit("/", 1)[-1].startswith(PER_WORKER_FILE_PREFIX)

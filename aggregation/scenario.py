@@ -294,11 +294,16 @@ def shipped_scenario_names() -> list[str]:
     return sorted(p.stem for p in SHIPPED_SCENARIOS.glob("*.textproto"))
 
 
-def resolve_scenario_path(path: str) -> str:
-    """A scenario file's path: `path` itself if it exists, else the shipped scenario of that name."""
-    if Path(path).exists() or "/" in path:
+def resolve_scenario_path(path: "str | os.PathLike[str]") -> str:
+    """A scenario file's path. One written as a file's (a '/' in it, or the `.textproto` suffix) is that file, and
+    never a shipped scenario of the same name: run from another directory, `x.textproto` must not quietly play a
+    shipped file. A bare name is the file of that name where there is one (not a directory), else the shipped
+    scenario."""
+    path = os.fspath(path)
+    here = Path(path)
+    if "/" in path or path.endswith(".textproto") or (here.exists() and not here.is_dir()):
         return path
-    shipped = SHIPPED_SCENARIOS / (path if path.endswith(".textproto") else f"{path}.textproto")
+    shipped = SHIPPED_SCENARIOS / f"{path}.textproto"
     if shipped.is_file():
         return str(shipped)
     raise ScenarioError(

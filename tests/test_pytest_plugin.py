@@ -1,6 +1,7 @@
 """The pytest plugin, tested the way users meet it: in a separate pytest run (pytester)."""
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -313,3 +314,137 @@ def test_an_offset_before_2000_is_refused_with_the_range_add_takes(tmp_path):
     for offset in (-1e9, -1e11):  # once 1-9999 was named while 2000 was the bound
         with pytest.raises(ValueError, match="within years 2000-9999"):
             ErrorPrefix(tmp_path).add("w", offset=offset)
+
+
+# --- what a test suite must not be told: a coin flip certified, a file never read, a shipped file played instead --
+
+
+def test_a_verdict_that_rests_on_a_tie_of_drawn_names_must_hold_whichever_file_lists_first(tmp_path):
+    """flyteplugins `remote_file_output_reader.go` `earliestFileErrorReader.ReadError` keeps the first listed of files
+    whose stamps tie (`earliest.After(ts)`), and flytekit `entrypoint.py` names them `error-<uuid4().hex>.pb`: which
+    one a real store lists first is chance. An assertion that holds only in the order `add` happened to name them
+    used to pass every run; it holds when every order agrees, and `accept_listing_order` checks the order listed."""
+    from aggregation.pytest_plugin import ErrorPrefix, assert_verdict
+
+    prefix = ErrorPrefix(tmp_path / "tie")
+    prefix.add("train-worker-0", code="USER:RuntimeError", offset=0)
+    prefix.add("train-worker-1", recoverable=True, offset=0)
+    explanation = prefix.explain(retries=2)
+    winner = explanation.error.worker
+    loser = {"train-worker-0": "train-worker-1", "train-worker-1": "train-worker-0"}[winner]
+    with pytest.raises(pytest.fail.Exception) as caught:
+        assert_verdict(explanation, worker=winner)
+    said = str(caught.value)
+    assert said.startswith(f"assert_verdict(worker={winner!r}): holds only because the store lists error-")
+    assert f"error worker: expected {winner!r}, got {loser!r}" in said and "accept_listing_order=True" in said
+    with pytest.raises(pytest.fail.Exception, match="holds only because"):
+        assert_verdict(explanation, decision=explanation.decision.decision.value)  # RETRY or FAIL by the order
+    assert_verdict(explanation, worker=winner, accept_listing_order=True)
+    assert_verdict(explanation, kind="USER")  # both files say USER: the tie changes nothing asserted
+
+
+def test_a_tie_between_names_the_test_chose_is_the_test_s_order(tmp_path):
+    """Names given with `name=` are not drawn: their listing order is the test's choice (the listing-order rule itself
+    is what such a test checks), so only the order listed counts."""
+    from aggregation.pytest_plugin import ErrorPrefix, assert_verdict
+
+    prefix = ErrorPrefix(tmp_path / "chosen")
+    prefix.add("pod-a", offset=1.0, name="error-a.pb")
+    prefix.add("pod-b", offset=1.0, name="error-b.pb", recoverable=True)
+    explanation = prefix.explain()
+    assert [key for key, _ in explanation.if_listed_first()] == ["error-b.pb"]
+    assert_verdict(explanation, worker="pod-a", decision="FAIL")
+
+
+def test_per_worker_files_the_default_reader_never_reads_fail_the_assertion(tmp_path):
+    """Pods name their files error-<uuid>.pb only when `_F_DES` is set, which propeller does with aggregation on
+    (flytekit `entrypoint.py` `_build_error_file_name`), and then reads with the earliest strategy: a passing verdict
+    of the default reader over such files says nothing about any deployment, unless the test says the flag changed
+    under running pods."""
+    from aggregation.pytest_plugin import ErrorPrefix, assert_verdict
+
+    prefix = ErrorPrefix(tmp_path / "prefix")
+    prefix.add("train-worker-0", code="USER:RuntimeError")
+    explanation = prefix.explain(strategy="default")
+    with pytest.raises(pytest.fail.Exception, match="holds only because the default reader never reads error-"):
+        assert_verdict(explanation, decision="SUCCEED", task_phase="SUCCEEDED")
+    assert_verdict(explanation, decision="SUCCEED", allow_unread=True)
+    assert_verdict(prefix.explain(strategy="earliest"), decision="FAIL")
+
+
+def test_a_failure_message_escapes_what_a_document_or_name_holds(tmp_path):
+    """A worker name with a newline used to print as a second, forged ranking line."""
+    from aggregation.pytest_plugin import ErrorPrefix, assert_verdict
+
+    prefix = ErrorPrefix(tmp_path / "prefix")
+    prefix.add("train-worker-1\n-> error-FAKE.pb: winner", offset=0)
+    prefix.add("train-worker-0", offset=1)
+    with pytest.raises(pytest.fail.Exception) as caught:
+        assert_verdict(prefix.explain(), worker="train-worker-0")
+    lines = str(caught.value).splitlines()
+    assert not any(line.startswith("-> error-FAKE.pb") for line in lines)
+    assert any("worker=train-worker-1\\x0a-> error-FAKE.pb: winner" in line for line in lines)
+
+
+def test_add_refuses_a_worker_in_error_pb_as_flytekit_never_writes_one(tmp_path):
+    from aggregation.pytest_plugin import ErrorPrefix
+
+    with pytest.raises(ValueError, match="never in error.pb"):
+        ErrorPrefix(tmp_path).add("train-worker-0", name="error.pb")
+
+
+def test_assert_scenario_names_what_it_played_and_plays_what_the_cli_plays(tmp_path, monkeypatch):
+    """A path never falls back to a shipped scenario of the same name (run from elsewhere, a test used to play the
+    shipped file and say only "got SUCCEEDED_SILENTLY"); the failure names the file, plugin and flag; the flag and a
+    deployment's files are taken as `aggsim simulate --aggregation --propeller-config` takes them."""
+    from aggregation.pytest_plugin import assert_scenario
+    from aggregation.scenario import ScenarioError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ScenarioError, match="preemption_during_training.textproto: cannot read: No such file"):
+        assert_scenario("preemption_during_training.textproto", final_phase="SUCCEEDED")
+    with pytest.raises(pytest.fail.Exception) as caught:
+        assert_scenario("sibling_user_error_cleanup", plugin="seed-pr", final_phase="RETRIED_THEN_SUCCEEDED")
+    assert "sibling_user_error_cleanup.textproto (plugin seed-pr, aggregation on): final phase: expected" in str(
+        caught.value
+    )
+    assert_scenario(
+        "sibling_user_error_cleanup", plugin="seed-pr", aggregation=False, final_phase="RETRIED_THEN_SUCCEEDED"
+    )
+    config = tmp_path / "propeller.yaml"
+    config.write_text("storage: {limits: {maxDownloadMBs: 2}}\n")  # the flag unset: Flyte's default, off
+    assert_scenario(
+        "sibling_user_error_cleanup", plugin="seed-pr", propeller_config=[config], final_phase="RETRIED_THEN_SUCCEEDED"
+    )
+    with pytest.raises(ValueError, match="plugin must be one of upstream, seed-pr, recoverable, got 'Upstream'"):
+        assert_scenario("preemption_during_training", plugin="Upstream", attempts=1)
+    with pytest.raises(TypeError, match="propeller_config is a list of files"):
+        assert_scenario("preemption_during_training", propeller_config=str(config), attempts=1)
+
+
+def test_a_point_the_model_refuses_fails_assert_scenario_with_the_model_s_line(tmp_path):
+    from aggregation.pytest_plugin import assert_scenario
+
+    text = (Path(__file__).parent.parent / "aggregation/scenarios/preemption_by_pod_deletion.textproto").read_text()
+    early = tmp_path / "early.textproto"
+    early.write_text(text.replace("at_seconds: 30.6", "at_seconds: 0.5").replace("at_seconds: 10 ", "at_seconds: 0.1 "))
+    with pytest.raises(pytest.fail.Exception, match="the model refuses to play it: attempt 0's job turned Failed at"):
+        assert_scenario(str(early), final_phase="RETRIED_THEN_SUCCEEDED")
+
+
+def test_assert_valid_error_files_fails_in_one_line_on_a_location_that_is_not_there(tmp_path):
+    from aggregation.pytest_plugin import assert_valid_error_files
+
+    for allow_empty in (False, True):
+        with pytest.raises(pytest.fail.Exception, match="assert_valid_error_files: .*does-not-exist: no such file"):
+            assert_valid_error_files(tmp_path / "does-not-exist", allow_empty=allow_empty)
+
+
+def test_error_document_bytes_writes_a_stamp_flytekit_never_writes(tmp_path):
+    """docs/unit-tests.md sends a test that needs such a file to `error_document_bytes`: milliseconds written as
+    seconds (past year 9999) used to raise "Timestamp is not valid"; `aggsim validate` now gets to say what is wrong."""
+    from aggregation.documents import error_document_bytes
+    from aggregation.validate import check_document
+
+    data = error_document_bytes(timestamp_ns=1_796_000_000_000 * 10**9)
+    assert any(finding.check == "timestamp" for finding in check_document("error.pb", data))
