@@ -660,7 +660,9 @@ def _deployment_sweep_arguments(config_files) -> dict:
 
 
 def _deployment(config_files):
-    """The deployment's settings from its propeller configuration files (none: nothing overridden)."""
+    """The deployment's settings from its propeller configuration files. With none, an empty `Deployment`: its
+    settings are Flyte's defaults (the aggregation flag off), so a command plays a scenario on it only when files
+    were given."""
     from aggregation.deployment import Deployment, DeploymentConfigError, load_deployment
 
     if not config_files:

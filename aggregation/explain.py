@@ -61,19 +61,20 @@ class Explanation:
 
     def if_listed_first(self) -> tuple[tuple[str, "Explanation"], ...]:
         """The earliest reader keeps the first listed of the files whose stamps tie (`earliest.After(ts)`): for each
-        other file tied with the winner, what propeller concludes had the store listed that one first. Empty when
-        nothing ties. Every candidate was read whole (a read that fails stops the round before any winner), so only
-        the pick changes."""
+        other file tied with the winner, what propeller concludes had the store listed that one first (the ranking
+        then lists it first). Empty when nothing ties. Every candidate was read whole (a read that fails stops the
+        round before any winner), so only the order and the pick change."""
         read, winner = self.read, self.read.selected
         if read.strategy != EARLIEST or winner is None or RULE_TIE not in read.rule or self.decide is None:
             return ()
-        stamps = [c.order_key for c in read.candidates]
         others = []
-        for index, tied in enumerate(read.candidates):
-            if tied is winner or tied.error is None or stamps[index] != winner.order_key:
+        for tied in read.candidates:
+            if tied is winner or tied.error is None or tied.order_key != winner.order_key:
                 continue
-            candidates = tuple(replace(c, selected=c is tied) for c in read.candidates)
-            rule = EarliestErrorReader._rule(list(candidates), stamps, index)
+            candidates = tuple(
+                replace(c, selected=c is tied) for c in (tied, *(c for c in read.candidates if c is not tied))
+            )
+            rule = EarliestErrorReader._rule(list(candidates), [c.order_key for c in candidates], 0)
             listed = replace(read, candidates=candidates, error=tied.error, rule=rule)
             outcome = task_outcome(JobCondition.SUCCEEDED, listed)  # an error file decides: outputs are not looked at
             others.append((tied.path, replace(self, read=listed, outcome=outcome, decision=self.decide(outcome))))
@@ -169,15 +170,15 @@ def explain_prefix(
     retries: int = 0,
     state: NodeState = NodeState(),
     config: PropellerConfig = PropellerConfig(),
-    note_unread: bool = False,
+    note_unread: bool = True,
 ) -> Explanation:
     """What propeller concludes if it observes the PyTorchJob Succeeded now, for this output prefix.
 
     `prefix` is a path/URL (opened with fsspec) or an `OutputPrefix` (e.g. `MemoryPrefix`).
     Raises `StorageError` only when the prefix itself cannot be opened (missing directory,
     filesystem not installed); every problem with the files inside becomes part of the verdict.
-    `note_unread`: with the default reader, also list the prefix (a request propeller does not make, counted
-    outside `requests`) for the error files that reader never reads.
+    `note_unread` (as `aggsim explain` does): with the default reader, also list the prefix (a request propeller does
+    not make, counted outside `requests`) for the error files that reader never reads; False skips that listing.
     """
     _check_arguments(prefix, strategy, retries, state, config)
     store = open_prefix(os.fspath(prefix)) if isinstance(prefix, (str, os.PathLike)) else prefix

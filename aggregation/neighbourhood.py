@@ -26,6 +26,7 @@ from collections import Counter
 from dataclasses import replace
 
 from aggregation.operator import PodRecreation
+from aggregation.propeller_actor import CreatedInTheSameSecond
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.record import execution_to_proto, verdict_fields
 from aggregation.scenario import AFTER_THE_END_KINDS, ModelRefusal, ScenarioSpec
@@ -89,6 +90,11 @@ def jittered(spec: ScenarioSpec, rng: random.Random, load: float = 1.0, fastest:
 #: the verdict key of a copy the model refuses because the operator would re-create a deleted pod that has exited
 #: (`operator.PodRecreation`): a real run of such a copy meets the same refusal, in the operator it drives
 RE_CREATED_POD = (("refused", "the operator would re-create a deleted pod (operator.PodRecreation)"),)
+#: the verdict key of a copy whose job turns terminal in its first second, where propeller may read its Created
+#: condition instead (`propeller_actor.CreatedInTheSameSecond`): moved a little, a scenario can end up there
+TERMINAL_IN_ITS_FIRST_SECOND = (
+    ("refused", "the job turned terminal in its first second (propeller_actor.CreatedInTheSameSecond)"),
+)
 
 
 def neighbourhood(
@@ -97,7 +103,8 @@ def neighbourhood(
     """verdict key -> how many of the scenario and its `samples` jittered copies (`jittered`, with `load` and
     `fastest`) end with it. A copy whose job Go's map order decides (a moment the scenario leaves it to:
     `operator.UndecidedVerdict`) counts once per order: a real operator may take either. A copy the model refuses
-    because the operator would re-create a deleted pod (under one order, or any) counts as `RE_CREATED_POD` there."""
+    because the operator would re-create a deleted pod (under one order, or any) counts as `RE_CREATED_POD` there, and
+    one whose job turns terminal in its first second as `TERMINAL_IN_ITS_FIRST_SECOND`."""
     rng = random.Random(seed)
     outcomes = Counter(_verdicts(spec))
     for _ in range(samples):
@@ -110,9 +117,11 @@ def _verdicts(spec: ScenarioSpec) -> list:
     for _, execution in each_map_order(spec):
         if isinstance(execution, PodRecreation):
             verdicts.append(RE_CREATED_POD)
+        elif isinstance(execution, CreatedInTheSameSecond):
+            verdicts.append(TERMINAL_IN_ITS_FIRST_SECOND)
         elif isinstance(execution, ModelRefusal):
-            # a map-order moment in an unlisted attempt, or past the attempt limit: `run_local` stops before any pod
-            # starts there (it simulates first), so no real run's verdict is to be predicted; refused, as `simulate`
+            # a map-order moment in an unlisted attempt, or past the attempt limit: no real run's verdict is to be
+            # predicted for a scenario that is refused itself (`run_local` simulates it first); refused, as `simulate`
             raise execution
         else:
             verdicts.append(verdict_key(execution_to_proto(execution)))

@@ -77,10 +77,10 @@ class CreatedInTheSameSecond(ModelRefusal):
 
     def __init__(self, attempt: int, condition: JobCondition, at) -> None:
         super().__init__(
-            f"attempt {attempt}'s job turned {condition.value} at {at:g} s, less than a second after its Created "
-            "condition: whether the two share a whole second (flyteplugins ExtractCurrentCondition then reads Created, "
-            "and the task stays Queued) depends on where in its second the job was created, which the model does not "
-            "fix"
+            f"attempt {attempt}'s job turned {condition.value} at {at:g} s, less than a second after its start: "
+            "whether that condition shares a whole second with the job's Created condition (flyteplugins "
+            "ExtractCurrentCondition then reads Created, and the task stays Queued) depends on where in its second the "
+            "job was created, which the model does not fix"
         )
         self.attempt = attempt
         self.condition = condition

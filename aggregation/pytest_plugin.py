@@ -215,7 +215,7 @@ def explain_candidates(explanation: Explanation) -> str:
 
 def _call(name: str, arguments: dict) -> str:
     """How the failing call read, so that one of several in a test can be told apart."""
-    given = ", ".join(f"{key}={value!r}" for key, value in arguments.items() if value not in (None, False))
+    given = ", ".join(f"{key}={value!r}" for key, value in arguments.items() if value is not None)
     return f"{name}({given})"
 
 
@@ -279,7 +279,7 @@ def assert_verdict(
             f"assert_verdict: expected an Explanation (error_prefix.explain(...)) or an ErrorPrefix, got "
             f"{type(explanation).__name__} {explanation!r}"
         )
-    call = _call("assert_verdict", {**expected, "no_error": no_error})
+    call = _call("assert_verdict", {**expected, "no_error": no_error or None})
     problems = _verdict_problems(explanation, expected, no_error)
     if problems:
         pytest.fail(f"{call}: " + "; ".join(problems) + "\n" + explain_candidates(explanation), pytrace=False)

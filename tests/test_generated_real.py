@@ -44,16 +44,20 @@ def sample(seed: int, size: int):
 
 
 def _played(play, *args):
-    """(the execution record, its verdict key), or (None, `RE_CREATED_POD`) where the operator refuses a point at which
-    it would re-create a deleted pod (`operator.PodRecreation`)."""
-    from aggregation.neighbourhood import RE_CREATED_POD, verdict_key
+    """(the execution record, its verdict key), or (None, the neighbourhood's key for the refusal) where the model
+    refuses a point a real run can reach: the operator would re-create a deleted pod (`operator.PodRecreation`), or
+    the job turned terminal in its first second (`propeller_actor.CreatedInTheSameSecond`)."""
+    from aggregation.neighbourhood import RE_CREATED_POD, TERMINAL_IN_ITS_FIRST_SECOND, verdict_key
     from aggregation.operator import PodRecreation
+    from aggregation.propeller_actor import CreatedInTheSameSecond
     from aggregation.record import execution_to_proto
 
     try:
         record = execution_to_proto(play(*args))
     except PodRecreation:
         return None, RE_CREATED_POD
+    except CreatedInTheSameSecond:
+        return None, TERMINAL_IN_ITS_FIRST_SECOND
     return record, verdict_key(record)
 
 

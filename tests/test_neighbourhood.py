@@ -200,3 +200,21 @@ def test_a_copy_where_the_operator_would_re_create_a_deleted_pod_counts_as_a_ref
     outcomes = neighbourhood(spec)
     assert RE_CREATED_POD in outcomes
     assert {dict(key).get("final_phase") for key in outcomes} == {None, "RETRIED_THEN_SUCCEEDED", "SUCCEEDED_SILENTLY"}
+
+
+def test_a_copy_that_ends_in_its_first_second_is_a_verdict_of_the_neighbourhood_not_a_crash():
+    """flyteplugins `common_operator.go` `ExtractCurrentCondition` may read a job's Created condition when its terminal
+    one shares the whole second (`propeller_actor.CreatedInTheSameSecond`). A pod deleted at 1.2 s plays (Failed,
+    retried); copies moved by up to 0.3 s can end before 1 s, where the model refuses: the neighbourhood counts them
+    as a verdict of their own (it used to raise the refusal)."""
+    from conftest import SCENARIOS
+
+    from aggregation.neighbourhood import TERMINAL_IN_ITS_FIRST_SECOND
+
+    text = (SCENARIOS / "preemption_by_pod_deletion.textproto").read_text()
+    spec = parse_scenario(
+        text.replace("at_seconds: 30.6", "at_seconds: 1.2").replace("at_seconds: 10 ", "at_seconds: 0.5 "), "early"
+    )
+    outcomes = neighbourhood(spec, samples=32)
+    assert TERMINAL_IN_ITS_FIRST_SECOND in outcomes
+    assert {dict(key).get("final_phase") for key in outcomes} == {None, "RETRIED_THEN_SUCCEEDED"}

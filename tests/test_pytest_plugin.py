@@ -337,6 +337,10 @@ def test_a_verdict_that_rests_on_a_tie_of_drawn_names_must_hold_whichever_file_l
     said = str(caught.value)
     assert said.startswith(f"assert_verdict(worker={winner!r}): holds only because the store lists error-")
     assert f"error worker: expected {winner!r}, got {loser!r}" in said and "accept_listing_order=True" in said
+    ranking = [line for line in said.splitlines() if line.startswith(("-> ", "   "))]
+    assert ranking[0].startswith("-> error-") and f"worker={loser}" in ranking[0]  # the order it was listed in
+    with pytest.raises(pytest.fail.Exception, match=r"^assert_verdict\(recoverable=False\): holds only because"):
+        assert_verdict(explanation, recoverable=explanation.error.recoverable)
     with pytest.raises(pytest.fail.Exception, match="holds only because"):
         assert_verdict(explanation, decision=explanation.decision.decision.value)  # RETRY or FAIL by the order
     assert_verdict(explanation, worker=winner, accept_listing_order=True)
