@@ -85,6 +85,11 @@ def _console(stderr: bool = False) -> Console:
         def file(self, new_file) -> None:
             self._file = new_file
 
+    # rich takes COLUMNS=0 (some CI runners report a 0-column terminal) as a width of 0 and prints nothing at all:
+    # read as unset instead, as rich reads COLUMNS=abc (the terminal's width, or 80 in a pipe)
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) == 0:
+        return PipedConsole(stderr=stderr, _environ={k: v for k, v in os.environ.items() if k != "COLUMNS"})
     return PipedConsole(stderr=stderr)
 
 
@@ -865,11 +870,16 @@ def _region_sweep(
     try:
         source = _scenario_source(scenario_path, profile_path)
         ranges = [parse_range(v, source.message) for v in varies]
-        if len(ranges) != 2 or not all(isinstance(r, Interval) for r in ranges):
-            odd = next((v for v, r in zip(varies, ranges) if not isinstance(r, Interval)), varies[-1])
+        odd = next((v for v, r in zip(varies, ranges) if not isinstance(r, Interval)), None)
+        if odd is not None and ".." in odd:  # a whole-number field's LO..HI is its values, not a continuous range
             raise ScenarioError(
-                f"--vary {odd}: an exact region map takes exactly two ranges FIELD=LO..HI and nothing else "
-                "varied (FIELD=a,b,c or start:stop:step sample a grid instead)"
+                f"--vary {odd}: an exact region map draws two continuous fields, and this one takes whole values "
+                "(LO..HI is the set of them); vary it as a grid (FIELD=a,b,c) or fix it and map two others"
+            )
+        if len(ranges) != 2 or odd is not None:
+            raise ScenarioError(
+                f"--vary {odd or varies[-1]}: an exact region map takes exactly two ranges FIELD=LO..HI and nothing "
+                "else varied (FIELD=a,b,c or start:stop:step sample a grid instead)"
             )
         for option in ("samples", "seed"):  # after the ranges: a range that is wrong is the thing to say first
             if _given_on_command_line(option):

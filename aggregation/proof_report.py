@@ -93,6 +93,12 @@ def render_proof(proof: Proof, console: "Console") -> None:
     print_wrapped(console, counts, joint=", ")
     if proof.reason:
         print_wrapped(console, f"not every path was explored: {proof.reason}")
+    if proof.codes_never_reached:
+        reached = ", ".join(map(printable, sorted({p.behaviour.final_code for p in proof.paths} - {""}))) or "no code"
+        never = " or ".join(map(printable, proof.codes_never_reached))
+        print_wrapped(
+            console, f"note: no path ends with code {never} (the paths end with {reached}); a misspelt code would pass"
+        )
     if proof.verdict == PROVED:
         return
     if proof.verdict != COUNTEREXAMPLE:
@@ -195,12 +201,13 @@ def proof_to_json(proof: Proof) -> dict:
         "seconds": round(proof.seconds, 3),
         "reason": proof.reason or None,
         "fails_everywhere": proof.fails_everywhere,
+        "codes_never_reached": list(proof.codes_never_reached),
         "counterexamples": [
             {
                 **_path_to_json(p),
-                # the first few paths' conditions: readable (ranges of the fields), and exact (as recorded)
+                # readable (ranges of the fields) for the first few paths; exact (as recorded) for every one
                 "condition": list(proof.conditions[index]) if index < len(proof.conditions) else None,
-                "exact_condition": list(proof.exact_conditions[index]) if index < len(proof.exact_conditions) else None,
+                "exact_condition": list(proof.exact_conditions[index]),
             }
             for index, p in enumerate(proof.counterexamples)
         ],
@@ -210,9 +217,7 @@ def proof_to_json(proof: Proof) -> dict:
                 **_path_to_json(p),
                 "reason": p.refused,
                 "condition": list(proof.refusal_conditions[index]) if index < len(proof.refusal_conditions) else None,
-                "exact_condition": (
-                    list(proof.refusal_exact_conditions[index]) if index < len(proof.refusal_exact_conditions) else None
-                ),
+                "exact_condition": list(proof.refusal_exact_conditions[index]),
             }
             for index, p in enumerate(proof.refusals)
         ],

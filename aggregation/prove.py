@@ -109,6 +109,9 @@ class Claim:
     text: str
     meaning: str
     holds: Callable[[Execution], bool]
+    #: the `|`-separated parts a `code=`/`code!=` claim names (free text: a typo is no error, so the report checks
+    #: each against the parts of the codes the paths end with)
+    codes: tuple[str, ...] = ()
 
 
 PHASES = ("SUCCEEDED", "RETRIED_THEN_SUCCEEDED", "SUCCEEDED_SILENTLY", "FAILED_PERMANENTLY", "STILL_RUNNING")
@@ -157,7 +160,14 @@ def parse_claim(text: str, message: pb.Scenario) -> Claim:
                 wanted = operator == "="
                 listed = (" or " if wanted else " nor ").join(values)
                 meaning = f"the final {subject} is {'' if wanted else 'never '}{listed}"
-                return Claim(text, meaning, lambda e, r=read, v=values, w=wanted: (r(e) in v) == w)
+                codes = values if subject == "code" else ()
+                if subject == "code" and len(values) > 1:
+                    # a code may hold "|" itself (propeller's "RetriesExhausted|USER:Recoverable"): every run of
+                    # adjacent alternatives, joined again, is a code the claim names too
+                    count = len(values)
+                    values = tuple("|".join(values[i:j]) for i in range(count) for j in range(i + 1, count + 1))
+                    meaning = f"{meaning} ({'or' if wanted else 'nor'} adjacent ones joined by |)"
+                return Claim(text, meaning, lambda e, r=read, v=values, w=wanted: (r(e) in v) == w, codes)
     raise ScenarioError(
         f"--claim {text!r}: expected retries, genuine-error-wins, or phase=, outcome=, code= (or !=) a value"
     )
@@ -342,14 +352,23 @@ class Proof:
     intervals: tuple[Interval, ...] = ()
     choices: tuple[Choice, ...] = ()
     problem: Optional[Problem] = None  # the scenario as written, with the plugin, flag and deployment proved for
-    exact_conditions: tuple[tuple[str, ...], ...] = ()  # per counterexample path: the recorded condition, minimal
+    #: per counterexample path, every one: the recorded condition (minimal for the first `CONDITIONS`, as recorded
+    #: after them: exact either way)
+    exact_conditions: tuple[tuple[str, ...], ...] = ()
     refusals: tuple[PathResult, ...] = ()  # the paths the model refuses to play, in `inside_first` order
     refusal_conditions: tuple[tuple[str, ...], ...] = ()  # per refused path (the first few): readable
-    refusal_exact_conditions: tuple[tuple[str, ...], ...] = ()  # per refused path (the first few): as recorded
+    refusal_exact_conditions: tuple[tuple[str, ...], ...] = ()  # per refused path, every one, as `exact_conditions`
 
     @property
     def behaviours(self) -> int:
         return len(played_behaviours(p.behaviour for p in self.paths))
+
+    @property
+    def codes_never_reached(self) -> tuple[str, ...]:
+        """The codes the claim names that no explored path ends with: a misspelt one makes a `code!=` claim hold
+        everywhere, so the report says so."""
+        reached = {part for p in self.paths for part in p.behaviour.final_code.split("|")}
+        return tuple(code for code in self.claim.codes if code not in reached)
 
     @property
     def fails_everywhere(self) -> bool:
@@ -589,15 +608,16 @@ def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, 
     pending: list[tuple[tuple[Constraint, ...], Optional[Constraint], tuple]] = [((), None, ())]
     pinned_problems = {(): problem}
     while pending:
-        reason = budget.exhausted(len(paths))
-        if reason:
-            return reason
+        if budget.elapsed() > budget.max_seconds:
+            return budget.ran_out(len(paths))
         prefix, negated, pins = pending.pop()
         point = solver.point_in(prefix, negated)
         if point is None:
             continue
         if isinstance(point, str):  # the solver gave up, or the check met the budget's end
             return budget.ran_out(len(paths)) if solver.out_of_time else budget.exhausted(len(paths)) or point
+        if len(paths) >= budget.max_paths:  # a region is left, and no more paths may be run: only empty ones end it
+            return budget.ran_out(len(paths))
         point = _readable_point(point, problem.intervals, prefix, negated)
         if pins not in pinned_problems:
             pinned_problems[pins] = problem.with_choices(pins)
@@ -666,8 +686,10 @@ def prove(
     deadline = max(budget.started + budget.max_seconds, time.perf_counter() + SIMPLIFYING_SECONDS)
     conditions = tuple(readable_condition(p, intervals, deadline) for p in broken[:CONDITIONS])
     exact = tuple(exact_condition(p, intervals, deadline) for p in broken[:CONDITIONS])
+    exact += tuple(recorded_condition(p) for p in broken[CONDITIONS:])
     refused = tuple(readable_condition(p, intervals, deadline) for p in refusals[:CONDITIONS])
     refused_exact = tuple(exact_condition(p, intervals, deadline) for p in refusals[:CONDITIONS])
+    refused_exact += tuple(recorded_condition(p) for p in refusals[CONDITIONS:])
     seconds = budget.elapsed()
     # a counterexample is one wherever else the model refuses; without one, a refused region leaves the claim open
     verdict = COUNTEREXAMPLE if broken else UNKNOWN if unknown or refusals else PROVED
@@ -732,6 +754,12 @@ def exact_condition(
     condition = tuple(render_constraint(c) for c in minimal_condition(path, intervals, deadline))
     choices = tuple(f"{name} = {value_text(value)}" for name, value in path.choices)
     return choices + (condition or ("anywhere in the box",))
+
+
+def recorded_condition(path: PathResult) -> tuple[str, ...]:
+    """The path's condition as the run recorded it, every decision (no solver needed, so every path gets one)."""
+    choices = tuple(f"{name} = {value_text(value)}" for name, value in path.choices)
+    return choices + (tuple(render_constraint(c) for c in path.constraints) or ("anywhere in the box",))
 
 
 def number_text(value: Fraction) -> str:

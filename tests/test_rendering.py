@@ -357,3 +357,12 @@ def test_a_finished_sweep_renames_its_rows_and_writes_a_device_in_place(tmp_path
     (tmp_path / "dir.csv").mkdir()
     refused = subprocess.run([AGGSIM, *args, "--out", str(tmp_path / "dir.csv")], capture_output=True, text=True)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "is a directory" in refused.stderr
+
+
+def test_a_zero_column_terminal_still_gets_the_verdict():
+    """rich takes COLUMNS=0 as a width of 0 and printed nothing at all (exit 0, no verdict in a CI log); it is read as
+    unset, as COLUMNS=abc is."""
+    result = subprocess.run(
+        [AGGSIM, "simulate", "preemption_during_training"], capture_output=True, text=True, env=columns_env(0)
+    )
+    assert result.returncode == 0 and "final: RETRIED_THEN_SUCCEEDED after 2 attempt(s)" in result.stdout
