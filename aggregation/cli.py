@@ -493,8 +493,8 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
     for candidate in read.candidates:
         error = candidate.error
         mark = Text("won", style="bold green") if candidate.selected else Text("bad" if candidate.problem else "")
-        if error is None:
-            rows.append((mark, literal(candidate.path), "-", "-", "-", "-", literal(candidate.problem or "", "red")))
+        if error is None:  # a file the round could not read or that is over the limit: the round error names it
+            rows.append((mark, literal(candidate.path), "-", "-", "-", "-", "-"))
         else:
             rows.append(
                 (

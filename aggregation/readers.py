@@ -172,9 +172,12 @@ def listed_reference(location: str, key: str) -> str:
     (`error #1.pb` -> `error%20%231.pb`). Other prefixes are named as given.
     """
     location = location.rstrip("/")
-    for scheme in ("s3://", "file://"):
-        if location.startswith(scheme):
-            return scheme + go_escape_path(f"{location[len(scheme) :]}/{key}")
+    if location.startswith("s3://"):
+        return "s3://" + go_escape_path(f"{location[len('s3://') :]}/{key}")
+    if location.startswith("file:"):  # escaped from the path it names (`storage.file_url_path`), not escaped again
+        from urllib.parse import unquote, urlsplit
+
+        return "file://" + go_escape_path(f"{unquote(urlsplit(location).path)}/{key}")
     return f"{location}/{key}"
 
 

@@ -64,7 +64,9 @@ def _why(e: BaseException) -> str:
     """A remote store's failure in a few words (botocore, aiohttp and gcsfs errors are long)."""
     name = type(e).__name__
     text = " ".join(str(e).split())
-    if name in ("NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError", "RefreshError"):
+    if name in ("NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError", "RefreshError") or (
+        isinstance(e, ValueError) and "credentials" in text  # adlfs: "Must provide ... account_name with credentials"
+    ):
         return f"no credentials for it ({text[:160]})"
     if isinstance(e, (ConnectionError, TimeoutError)) or "Connect" in name or "Endpoint" in name:
         return f"cannot connect ({text[:160]})"
@@ -185,6 +187,9 @@ class FsspecPrefix:
                 self.fs, root = url_to_fs(url, **options)
         except (ImportError, ValueError) as e:
             protocol = url.split("://", 1)[0] if "://" in url else "file"
+            if isinstance(e, ValueError) and not str(e).startswith("Protocol not known") and self.remote:
+                # the package is there and refused what it was given (adlfs with no account or credentials)
+                raise StoreUnreachable(f"{url}: {_why(e)}") from None
             raise StorageError(
                 f"{url}: no filesystem for {protocol!r} ({e}); install its fsspec package, e.g. s3fs or gcsfs"
             ) from None
@@ -364,6 +369,8 @@ class LocalPrefix:
         entries: list[ObjectEntry] = []
         try:
             self._walk(self._full(directory) if directory else self.root, directory, key_prefix, entries)
+        except PermissionError as e:
+            raise no_access(self.location, "listing it", e) from None
         except OSError as e:
             raise StorageError(f"failed to list {self.location}: {e}") from None
         if all(e.key.isascii() for e in entries):  # the usual keys: code point order is byte order
@@ -399,6 +406,8 @@ class LocalPrefix:
             info = os.stat(self._full(key))
         except FileNotFoundError:
             return None
+        except PermissionError as e:
+            raise no_access(self.location, f"looking up {key}", e) from None
         except OSError as e:
             raise StorageError(f"failed to stat {self.location}/{key}: {e}") from None
         return info.st_size if stat.S_ISREG(info.st_mode) else None
@@ -410,6 +419,8 @@ class LocalPrefix:
             fd = os.open(path, os.O_RDONLY)  # plain descriptors: a file object costs more than the read itself
         except FileNotFoundError:
             raise ObjectNotFound(f"{self.location}/{key}: no such object") from None
+        except PermissionError as e:
+            raise no_access(self.location, f"reading {key}", e) from None
         except OSError as e:
             raise StorageError(f"failed to read {self.location}/{key}: {e}") from None
         try:
@@ -427,6 +438,17 @@ class LocalPrefix:
             os.close(fd)
 
 
+def file_url_path(url: str) -> str:
+    """The local path a `file:` URL names (RFC 8089: `file:///p`, `file://localhost/p`, `file:/p`), %-escapes decoded,
+    so the URLs the readers print (Go's `net/url` escaping, `error%20%231.pb`) can be given back."""
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(url)
+    if parts.netloc not in ("", "localhost"):
+        raise PrefixNotFound(f"{url}: a file URL on another host ({parts.netloc}) names no local path")
+    return unquote(parts.path)
+
+
 def open_prefix(
     location: str, storage_options: Optional[dict] = None, timeout: float = DEFAULT_TIMEOUT_SECONDS
 ) -> OutputPrefix:
@@ -434,11 +456,19 @@ def open_prefix(
     answered within `timeout` s, else StoreUnreachable)."""
     if not location:
         raise PrefixNotFound("an empty prefix names no location (use . for the current directory)")
-    if "://" not in location:
+    if "://" not in location and not location.startswith("file:/"):
         return LocalPrefix(location)
-    if location.startswith("file://") and not storage_options:
-        return LocalPrefix(location[len("file://") :], location)
+    scheme, _, rest = location.partition(":")
+    location = f"{scheme.lower()}:{rest}"  # a URL's scheme is read without case (RFC 3986): S3:// is s3://
+    if location.startswith("file:/") and not storage_options:
+        return LocalPrefix(file_url_path(location), location)
     return FsspecPrefix(location, storage_options, timeout)
+
+
+def no_access(location: str, what: str, e: OSError) -> StoreUnreachable:
+    """This machine may not read its own copy of the prefix: its access, as a remote store's access denied is, and
+    no verdict (propeller reads the store with its own credentials)."""
+    return StoreUnreachable(f"{location}: {what}: access denied ({e.strerror})")
 
 
 class UnavailablePrefix:

@@ -187,14 +187,16 @@ def validate_target(
     a prefix for every error* key under it. Raises `StorageError` / `StoreUnreachable` when it cannot be reached."""
     import os
 
-    from aggregation.storage import FsspecPrefix, LocalPrefix, PrefixNotFound, open_prefix
+    from aggregation.storage import FsspecPrefix, LocalPrefix, PrefixNotFound, file_url_path, no_access, open_prefix
 
-    local = target[len("file://") :] if target.startswith("file://") else target if "://" not in target else None
+    local = target if "://" not in target and not target.startswith("file:/") else None
+    if target[:5].lower() == "file:":
+        local = file_url_path("file" + target[4:])
     if local is not None and os.path.exists(local) and not (os.path.isfile(local) or os.path.isdir(local)):
         raise StorageError(
             f"{target}: neither a regular file nor a directory (no object store holds a FIFO or a device)"
         )
-    name = posixpath.basename(target)
+    name = posixpath.basename(local if local is not None else target)
     if local is not None and os.path.isfile(local):
         oversized = findings_if_too_large(name, os.path.getsize(local), max_payload_bytes)
         if oversized is not None:
@@ -202,8 +204,10 @@ def validate_target(
         try:
             with open(local, "rb") as f:
                 return [report_for_file(target, f.read(), max_payload_bytes=max_payload_bytes)]
+        except PermissionError as e:  # this machine's access to its copy, as `explain` says it: no finding
+            raise no_access(target, "reading it", e) from None
         except OSError as e:
-            return [report_for_file(target, None, f"cannot read: {e.strerror}")]
+            raise StorageError(f"{target}: cannot read: {e.strerror}") from None
     prefix = open_prefix(target, timeout=timeout)
     if isinstance(prefix, FsspecPrefix) and not isinstance(prefix, LocalPrefix):
         size = prefix.whole_object_size()

@@ -279,20 +279,24 @@ def test_missing_s3_filesystem_is_a_one_line_error(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid() != 0, reason="needs root and setpriv")
-def test_permission_denied_is_a_round_error_not_a_crash(tmp_path):
-    """An unreadable object is a Go error for the reader (`ReadProtobuf` fails): the round fails."""
+def test_a_copy_this_machine_may_not_read_is_no_verdict(tmp_path):
+    """This machine's permissions on its copy of the prefix say nothing of propeller's credentials: one line, exit 2,
+    as a remote store's access denied (it used to be a ROUND_FAILED verdict, "Workflow abort failed"); `validate` of
+    such a FILE exits 2 too, as its help says of a path it cannot open."""
     (tmp_path / "error-a.pb").write_bytes(error_document_bytes(timestamp_ns=T0))
     (tmp_path / "error-a.pb").chmod(0)
     drop = "-dac_override,-dac_read_search"  # root without these capabilities obeys file modes
-    result = subprocess.run(
-        ["setpriv", f"--inh-caps={drop}", f"--bounding-set={drop}", AGGSIM, "explain", str(tmp_path), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    out = json.loads(result.stdout)
-    assert out["task_phase"] == "ROUND_FAILED" and "Permission denied" in out["round_error"]
+    as_user = ["setpriv", f"--inh-caps={drop}", f"--bounding-set={drop}", AGGSIM]
+    for args in (["explain", str(tmp_path), "--json"], ["validate", str(tmp_path / "error-a.pb")]):
+        result = subprocess.run([*as_user, *args], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2 and result.stdout == "", result
+        [line] = result.stderr.splitlines()
+        assert "access denied (Permission denied)" in line
+    (tmp_path / "error-a.pb").chmod(0o644)
+    tmp_path.chmod(0)
+    listing = subprocess.run([*as_user, "explain", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    tmp_path.chmod(0o755)
+    assert listing.returncode == 2 and "listing it: access denied" in listing.stderr
 
 
 # --- validate ---------------------------------------------------------------------------------------
@@ -509,3 +513,36 @@ def test_explain_json_in_a_pipe_is_one_line_and_loads_neither_rich_nor_the_simul
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("\n") == 1 and json.loads(done.stdout)["error"]["worker"] == "pod-a"
     assert "loaded: []" in done.stderr
+
+
+def test_the_file_urls_explain_prints_can_be_given_back(tmp_path):
+    """docs/propeller-semantics.md section 4: the earliest reader names a listed file as Go's `net/url` escapes it
+    (`file:///.../error%20%231.pb`); such a URL, and RFC 8089's other forms (`file://localhost/`, `file:/`, a scheme in
+    upper case), name the same local path: they used to be "no such file or directory"."""
+    prefix = tmp_path / "p x"
+    prefix.mkdir()
+    (prefix / "error #1.pb").write_bytes(b"")  # no `error`: ErrorFileBadFormat names the file by its listed URL
+    printed = json.loads(run("explain", f"file://{prefix}", "--json").output)["error"]["message"]
+    url = printed[printed.index("[") + 1 : -1]
+    assert url == f"file://{tmp_path}/p%20x/error%20%231.pb".replace(" ", "%20")
+    given_back = url.rsplit("/", 1)[0]
+    for form in (given_back, given_back.replace("file://", "file://localhost"), given_back.replace("file://", "file:"),
+                 given_back.replace("file://", "FILE://")):  # fmt: skip
+        result = run("explain", form, "--json")
+        assert result.exit_code == 0 and json.loads(result.output)["error"]["message"] == printed, (form, result.output)
+    assert run("validate", url).exit_code == 1  # the file itself, found and linted
+    other_host = run("explain", "file://elsewhere/tmp")
+    assert (
+        other_host.exit_code == 2 and "a file URL on another host (elsewhere) names no local path" in other_host.output
+    )
+
+
+def test_a_file_the_round_cannot_read_shows_no_worker(tmp_path):
+    """The Go error of a file that does not decode is the round error, printed once under its name, never in the
+    `worker` column (where it read as a pod's name)."""
+    (tmp_path / "error-a.pb").write_bytes(b"\x0a\x09\x0a\x03ab")  # truncated
+    for width in ("200", "60"):
+        out = subprocess.run([AGGSIM, "explain", str(tmp_path)], capture_output=True, text=True,
+                             env={**os.environ, "COLUMNS": width}).stdout  # fmt: skip
+        said = " ".join(out.split())  # a narrow terminal wraps the round error's line
+        assert "worker: failed" not in out and said.count("cannot parse invalid wire-format data") == 1, out
