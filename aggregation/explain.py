@@ -175,8 +175,9 @@ def explain_prefix(
     """What propeller concludes if it observes the PyTorchJob Succeeded now, for this output prefix.
 
     `prefix` is a path/URL (opened with fsspec) or an `OutputPrefix` (e.g. `MemoryPrefix`).
-    Raises `StorageError` only when the prefix itself cannot be opened (missing directory,
-    filesystem not installed); every problem with the files inside becomes part of the verdict.
+    Raises `StorageError` only when the prefix itself cannot be opened (missing directory, filesystem not installed),
+    and `StoreUnreachable` when this machine may not use the store or its copy of the prefix (credentials, network,
+    permissions: no verdict); every other problem with the files inside becomes part of the verdict.
     `note_unread` (as `aggsim explain` does): with the default reader, also list the prefix (a request propeller does
     not make, counted outside `requests`) for the error files that reader never reads; False skips that listing.
     """

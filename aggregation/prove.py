@@ -109,9 +109,10 @@ class Claim:
     text: str
     meaning: str
     holds: Callable[[Execution], bool]
-    #: the `|`-separated parts a `code=`/`code!=` claim names (free text: a typo is no error, so the report checks
-    #: each against the parts of the codes the paths end with)
+    #: the alternatives a `code=`/`code!=` claim was given, as typed (free text: a typo is no error, so the report
+    #: says when no path ends with any code the claim matches)
     codes: tuple[str, ...] = ()
+    matched_codes: tuple[str, ...] = ()  # every code the claim matches: the alternatives and their adjacent runs
 
 
 PHASES = ("SUCCEEDED", "RETRIED_THEN_SUCCEEDED", "SUCCEEDED_SILENTLY", "FAILED_PERMANENTLY", "STILL_RUNNING")
@@ -167,7 +168,8 @@ def parse_claim(text: str, message: pb.Scenario) -> Claim:
                     count = len(values)
                     values = tuple("|".join(values[i:j]) for i in range(count) for j in range(i + 1, count + 1))
                     meaning = f"{meaning} ({'or' if wanted else 'nor'} adjacent ones joined by |)"
-                return Claim(text, meaning, lambda e, r=read, v=values, w=wanted: (r(e) in v) == w, codes)
+                matched = values if subject == "code" else ()
+                return Claim(text, meaning, lambda e, r=read, v=values, w=wanted: (r(e) in v) == w, codes, matched)
     raise ScenarioError(
         f"--claim {text!r}: expected retries, genuine-error-wins, or phase=, outcome=, code= (or !=) a value"
     )
@@ -365,10 +367,12 @@ class Proof:
 
     @property
     def codes_never_reached(self) -> tuple[str, ...]:
-        """The codes the claim names that no explored path ends with: a misspelt one makes a `code!=` claim hold
-        everywhere, so the report says so."""
-        reached = {part for p in self.paths for part in p.behaviour.final_code.split("|")}
-        return tuple(code for code in self.claim.codes if code not in reached)
+        """A code claim's alternatives, when no played path ends with any code the claim matches (a misspelt code makes
+        a `code!=` claim hold everywhere and a `code=` one fail everywhere, with nothing else to say why); else ()."""
+        reached = {p.behaviour.final_code for p in self.paths if not p.refused}
+        if not self.claim.codes or not reached or any(code in reached for code in self.claim.matched_codes):
+            return ()
+        return self.claim.codes
 
     @property
     def fails_everywhere(self) -> bool:
@@ -571,10 +575,8 @@ class _Budget:
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
 
-    def exhausted(self, paths: int) -> Optional[str]:
-        if paths < self.max_paths and self.elapsed() <= self.max_seconds:
-            return None
-        return self.ran_out(paths)
+    def out_of_time(self) -> bool:
+        return self.elapsed() > self.max_seconds
 
     def ran_out(self, paths: int) -> str:
         return (
@@ -608,14 +610,14 @@ def _explore_box(problem: Problem, combo: tuple, claim: Claim, budget: _Budget, 
     pending: list[tuple[tuple[Constraint, ...], Optional[Constraint], tuple]] = [((), None, ())]
     pinned_problems = {(): problem}
     while pending:
-        if budget.elapsed() > budget.max_seconds:
+        if budget.out_of_time():
             return budget.ran_out(len(paths))
         prefix, negated, pins = pending.pop()
         point = solver.point_in(prefix, negated)
         if point is None:
             continue
         if isinstance(point, str):  # the solver gave up, or the check met the budget's end
-            return budget.ran_out(len(paths)) if solver.out_of_time else budget.exhausted(len(paths)) or point
+            return budget.ran_out(len(paths)) if solver.out_of_time or budget.out_of_time() else point
         if len(paths) >= budget.max_paths:  # a region is left, and no more paths may be run: only empty ones end it
             return budget.ran_out(len(paths))
         point = _readable_point(point, problem.intervals, prefix, negated)

@@ -5,8 +5,8 @@ Mirrors flyteplugins v1.16.8 `go/tasks/pluginmachinery/ioutils/remote_file_outpu
 used when `enable-distributed-error-aggregation` is on), plus `errorDoc2ExecutionError`.
 
 A reader returns a `ReadResult`: every candidate it considered, the error it picked (if any), the
-rule that decided, or, where the Go code returns an *error* instead of an ExecutionError (an
-unreadable, corrupt or oversized file, a failed listing), a `round_error`: propeller then fails the
+rule that decided, or, where the Go code returns an *error* instead of an ExecutionError (a corrupt or
+oversized file, a failed listing or read), a `round_error`: propeller then fails the
 evaluation round and tries again, and after `max-workflow-retries` such rounds fails the workflow.
 """
 
@@ -174,7 +174,7 @@ def listed_reference(location: str, key: str) -> str:
     location = location.rstrip("/")
     if location.startswith("s3://"):
         return "s3://" + go_escape_path(f"{location[len('s3://') :]}/{key}")
-    if location.startswith("file:"):  # escaped from the path it names (`storage.file_url_path`), not escaped again
+    if location[:6].lower() == "file:/":  # escaped from the path it names (`storage.file_url_path`), not again
         from urllib.parse import unquote, urlsplit
 
         return "file://" + go_escape_path(f"{unquote(urlsplit(location).path)}/{key}")

@@ -438,14 +438,34 @@ class LocalPrefix:
             os.close(fd)
 
 
+def is_file_url(location: str) -> bool:
+    """Whether a location is a `file:` URL with a path (`file:/...`, the scheme in any case); `file:x` is no URL of a
+    path but a local name with a colon in it."""
+    return location[:6].lower() == "file:/"
+
+
+def local_path_of(location: str) -> Optional[str]:
+    """The local path a location names: a plain path as it is, a `file:` URL's path (`file_url_path`); None for any
+    other URL (a remote store's). The one rule `open_prefix` and `validate` read locations by."""
+    if is_file_url(location):
+        return file_url_path(location)
+    return None if "://" in location else location
+
+
 def file_url_path(url: str) -> str:
     """The local path a `file:` URL names (RFC 8089: `file:///p`, `file://localhost/p`, `file:/p`), %-escapes decoded,
-    so the URLs the readers print (Go's `net/url` escaping, `error%20%231.pb`) can be given back."""
+    so the URLs the readers print (Go's `net/url` escaping, `error%20%231.pb`) can be given back. A `#` or `?` would
+    end the path there, so it is refused, not cut off: written `%23` and `%3F` they are part of it."""
     from urllib.parse import unquote, urlsplit
 
-    parts = urlsplit(url)
+    if "#" in url or "?" in url:
+        raise PrefixNotFound(f"{url}: a '#' or '?' ends a file URL's path: write them as %23 and %3F, or give the path")
+    parts = urlsplit("file" + url[4:])
     if parts.netloc not in ("", "localhost"):
-        raise PrefixNotFound(f"{url}: a file URL on another host ({parts.netloc}) names no local path")
+        raise PrefixNotFound(
+            f"{url}: a file URL on another host ({parts.netloc}) names no local path (file:///absolute/path, or the "
+            "path itself)"
+        )
     return unquote(parts.path)
 
 
@@ -456,12 +476,11 @@ def open_prefix(
     answered within `timeout` s, else StoreUnreachable)."""
     if not location:
         raise PrefixNotFound("an empty prefix names no location (use . for the current directory)")
-    if "://" not in location and not location.startswith("file:/"):
-        return LocalPrefix(location)
+    path = local_path_of(location)
+    if path is not None and (not is_file_url(location) or not storage_options):
+        return LocalPrefix(path, location)
     scheme, _, rest = location.partition(":")
     location = f"{scheme.lower()}:{rest}"  # a URL's scheme is read without case (RFC 3986): S3:// is s3://
-    if location.startswith("file:/") and not storage_options:
-        return LocalPrefix(file_url_path(location), location)
     return FsspecPrefix(location, storage_options, timeout)
 
 

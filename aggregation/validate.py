@@ -187,11 +187,9 @@ def validate_target(
     a prefix for every error* key under it. Raises `StorageError` / `StoreUnreachable` when it cannot be reached."""
     import os
 
-    from aggregation.storage import FsspecPrefix, LocalPrefix, PrefixNotFound, file_url_path, no_access, open_prefix
+    from aggregation.storage import FsspecPrefix, LocalPrefix, PrefixNotFound, local_path_of, no_access, open_prefix
 
-    local = target if "://" not in target and not target.startswith("file:/") else None
-    if target[:5].lower() == "file:":
-        local = file_url_path("file" + target[4:])
+    local = local_path_of(target)
     if local is not None and os.path.exists(local) and not (os.path.isfile(local) or os.path.isdir(local)):
         raise StorageError(
             f"{target}: neither a regular file nor a directory (no object store holds a FIFO or a device)"
@@ -206,8 +204,8 @@ def validate_target(
                 return [report_for_file(target, f.read(), max_payload_bytes=max_payload_bytes)]
         except PermissionError as e:  # this machine's access to its copy, as `explain` says it: no finding
             raise no_access(target, "reading it", e) from None
-        except OSError as e:
-            raise StorageError(f"{target}: cannot read: {e.strerror}") from None
+        except OSError as e:  # an I/O error: what the reader would meet reading it, a finding as inside a prefix
+            return [report_for_file(target, None, f"cannot read: {e.strerror}")]
     prefix = open_prefix(target, timeout=timeout)
     if isinstance(prefix, FsspecPrefix) and not isinstance(prefix, LocalPrefix):
         size = prefix.whole_object_size()

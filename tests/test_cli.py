@@ -278,7 +278,7 @@ def test_missing_s3_filesystem_is_a_one_line_error(tmp_path):
     assert "no filesystem for 's3'" in result.stderr and "Traceback" not in result.stderr
 
 
-@pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid() != 0, reason="needs root and setpriv")
+@pytest.mark.skipif(os.geteuid() == 0 and shutil.which("setpriv") is None, reason="root needs setpriv to obey modes")
 def test_a_copy_this_machine_may_not_read_is_no_verdict(tmp_path):
     """This machine's permissions on its copy of the prefix say nothing of propeller's credentials: one line, exit 2,
     as a remote store's access denied (it used to be a ROUND_FAILED verdict, "Workflow abort failed"); `validate` of
@@ -286,7 +286,7 @@ def test_a_copy_this_machine_may_not_read_is_no_verdict(tmp_path):
     (tmp_path / "error-a.pb").write_bytes(error_document_bytes(timestamp_ns=T0))
     (tmp_path / "error-a.pb").chmod(0)
     drop = "-dac_override,-dac_read_search"  # root without these capabilities obeys file modes
-    as_user = ["setpriv", f"--inh-caps={drop}", f"--bounding-set={drop}", AGGSIM]
+    as_user = ["setpriv", f"--inh-caps={drop}", f"--bounding-set={drop}", AGGSIM] if os.geteuid() == 0 else [AGGSIM]
     for args in (["explain", str(tmp_path), "--json"], ["validate", str(tmp_path / "error-a.pb")]):
         result = subprocess.run([*as_user, *args], capture_output=True, text=True, timeout=60)
         assert result.returncode == 2 and result.stdout == "", result
@@ -535,6 +535,25 @@ def test_the_file_urls_explain_prints_can_be_given_back(tmp_path):
     assert (
         other_host.exit_code == 2 and "a file URL on another host (elsewhere) names no local path" in other_host.output
     )
+
+
+def test_a_file_url_is_read_whole_or_refused_never_cut_short(tmp_path):
+    """A '#' or '?' ends a URL's path (RFC 3986): `file:///d/run#2` used to read `/d/run` and give its verdict. And
+    `file:x` is no URL of a path but a local name with a colon: `validate` and `explain` read it as a path alike."""
+    (tmp_path / "run#2").mkdir()
+    cut = run("explain", f"file://{tmp_path}/run#2")
+    assert cut.exit_code == 2 and "a '#' or '?' ends a file URL's path: write them as %23 and %3F" in cut.output
+    escaped = run("explain", f"file://{tmp_path}/run%232", "--json")
+    assert escaped.exit_code == 0 and json.loads(escaped.output)["task_phase"] == "SUCCEEDED"
+    named = tmp_path / "file:y"
+    named.write_bytes(error_document_bytes(code="USER:X", message="m", timestamp_ns=T0))
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        linted = run("validate", "file:y")  # linted (its name is no error file's), not refused as "a file URL"
+        assert linted.exit_code == 1 and "file:y: name:" in linted.output, linted.output
+    finally:
+        os.chdir(cwd)
 
 
 def test_a_file_the_round_cannot_read_shows_no_worker(tmp_path):

@@ -1210,13 +1210,19 @@ def test_a_code_claim_matches_codes_that_hold_a_pipe_and_names_a_code_no_path_re
     box = ["--vary", SEED_BOX[0]]
     command = ["prove", PREEMPTION, "--claim", "code!=USER:Recoverabl", "--plugin", "upstream", *box]
     text = _aggsim(*command).stdout
-    assert "note: no path ends with code USER:Recoverabl (the paths end with" in " ".join(text.split())
+    assert "note: no path ends with a code USER:Recoverabl names (they end with" in " ".join(text.split())
     assert json.loads(_aggsim(*command, "--json").stdout)["codes_never_reached"] == ["USER:Recoverabl"]
     whole = "RetriesExhausted|USER:Recoverable"  # propeller's code when the retries are spent: "|" is in it
     reached = json.loads(
         _aggsim("prove", PREEMPTION, "--claim", f"code!={whole}", "--vary", "task.retries=0,1", "--json").stdout
     )
     assert reached["codes_never_reached"] == [] and reached["verdict"] == "COUNTEREXAMPLE"  # it said PROVED
+    for part in ("USER:Recoverable", "RetriesExhausted"):  # only a part of the code: the claim matches whole codes
+        claim = f"code!={part}"
+        partial = json.loads(
+            _aggsim("prove", PREEMPTION, "--claim", claim, "--vary", "task.retries=0,1", "--json").stdout
+        )
+        assert partial["verdict"] == "PROVED" and partial["codes_never_reached"] == [part]
 
 
 def test_a_region_map_names_a_whole_number_field_as_the_reason() -> None:
