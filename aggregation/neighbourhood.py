@@ -97,6 +97,16 @@ TERMINAL_IN_ITS_FIRST_SECOND = (
 )
 
 
+def refusal_key(refusal: ModelRefusal) -> "tuple | None":
+    """The verdict key of a refusal a real run can meet in the operator and propeller it drives (above); None for one
+    that refuses the scenario itself, which `run_local` meets before any pod starts."""
+    if isinstance(refusal, PodRecreation):
+        return RE_CREATED_POD
+    if isinstance(refusal, CreatedInTheSameSecond):
+        return TERMINAL_IN_ITS_FIRST_SECOND
+    return None
+
+
 def neighbourhood(
     spec: ScenarioSpec, samples: int = SAMPLES, seed: int = 0, load: float = 1.0, fastest: float = 1.0
 ) -> Counter:
@@ -115,14 +125,12 @@ def neighbourhood(
 def _verdicts(spec: ScenarioSpec) -> list:
     verdicts = []
     for _, execution in each_map_order(spec):
-        if isinstance(execution, PodRecreation):
-            verdicts.append(RE_CREATED_POD)
-        elif isinstance(execution, CreatedInTheSameSecond):
-            verdicts.append(TERMINAL_IN_ITS_FIRST_SECOND)
-        elif isinstance(execution, ModelRefusal):
+        if not isinstance(execution, ModelRefusal):
+            verdicts.append(verdict_key(execution_to_proto(execution)))
+        elif refusal_key(execution) is not None:
+            verdicts.append(refusal_key(execution))
+        else:
             # a map-order moment in an unlisted attempt, or past the attempt limit: no real run's verdict is to be
             # predicted for a scenario that is refused itself (`run_local` simulates it first); refused, as `simulate`
             raise execution
-        else:
-            verdicts.append(verdict_key(execution_to_proto(execution)))
     return verdicts

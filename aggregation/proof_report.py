@@ -94,8 +94,7 @@ def render_proof(proof: Proof, console: "Console") -> None:
     if proof.reason:
         print_wrapped(console, f"not every path was explored: {proof.reason}")
     if proof.codes_never_reached:
-        played = {p.behaviour.final_code for p in proof.paths if not p.refused} - {""}
-        reached = ", ".join(map(printable, sorted(played))) or "no code"
+        reached = ", ".join(map(printable, sorted(proof.codes_reached - {""}))) or "no code"
         never = printable("|".join(proof.codes_never_reached))
         print_wrapped(
             console, f"note: no path ends with a code {never} names (they end with {reached}): check its spelling"

@@ -366,10 +366,15 @@ class Proof:
         return len(played_behaviours(p.behaviour for p in self.paths))
 
     @property
+    def codes_reached(self) -> frozenset[str]:
+        """The final codes the played paths end with ("" for none)."""
+        return frozenset(p.behaviour.final_code for p in self.paths if not p.refused)
+
+    @property
     def codes_never_reached(self) -> tuple[str, ...]:
         """A code claim's alternatives, when no played path ends with any code the claim matches (a misspelt code makes
         a `code!=` claim hold everywhere and a `code=` one fail everywhere, with nothing else to say why); else ()."""
-        reached = {p.behaviour.final_code for p in self.paths if not p.refused}
+        reached = self.codes_reached
         if not self.claim.codes or not reached or any(code in reached for code in self.claim.matched_codes):
             return ()
         return self.claim.codes
@@ -753,15 +758,18 @@ def exact_condition(
     path: PathResult, intervals: Sequence[Interval], deadline: Optional[float] = None
 ) -> tuple[str, ...]:
     """The path's recorded condition, minimal, with its integer parts (floors, roundings) as they are: exact."""
-    condition = tuple(render_constraint(c) for c in minimal_condition(path, intervals, deadline))
-    choices = tuple(f"{name} = {value_text(value)}" for name, value in path.choices)
-    return choices + (condition or ("anywhere in the box",))
+    return _condition_lines(path, minimal_condition(path, intervals, deadline))
 
 
 def recorded_condition(path: PathResult) -> tuple[str, ...]:
     """The path's condition as the run recorded it, every decision (no solver needed, so every path gets one)."""
+    return _condition_lines(path, path.constraints)
+
+
+def _condition_lines(path: PathResult, constraints: Sequence[Constraint]) -> tuple[str, ...]:
+    """The path's discrete choices, then its constraints rendered (none: the whole box)."""
     choices = tuple(f"{name} = {value_text(value)}" for name, value in path.choices)
-    return choices + (tuple(render_constraint(c) for c in path.constraints) or ("anywhere in the box",))
+    return choices + (tuple(render_constraint(c) for c in constraints) or ("anywhere in the box",))
 
 
 def number_text(value: Fraction) -> str:

@@ -180,9 +180,8 @@ class ErrorPrefix:
         config: PropellerConfig = PropellerConfig(),
     ) -> Explanation:
         """What propeller concludes if it observes the job Succeeded now."""
-        # as `aggsim explain` does: the default reader's verdict also names the error files it never reads
         return explain_prefix(
-            str(self.path), strategy, outputs_declared, retries, NodeState(attempts, system_failures), config, True
+            str(self.path), strategy, outputs_declared, retries, NodeState(attempts, system_failures), config
         )
 
 

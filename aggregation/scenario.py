@@ -499,23 +499,21 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
     reconcile = job.reconcile_seconds if job.HasField("reconcile_seconds") else defaults.RECONCILE_SECONDS
     non_negative(reconcile, r"reconcile_seconds", "job.reconcile_seconds")
     # RunPolicy: flyteplugins `ParseRunPolicy` sets a field only when it is not 0
+    # a negative limit is passed at the job's first reconcile, before any pod exists: nothing the model plays
+    for name, value, why in (
+        ("active_deadline_seconds", job.active_deadline_seconds, "a negative deadline fails the job as it is created"),
+        ("backoff_limit", job.backoff_limit, "a negative limit fails the job at its first reconcile (PastBackoffLimit: "
+         "0 restarts >= the limit)"),
+    ):  # fmt: skip
+        if value < 0:
+            raise where.error(
+                where.line_of(name),
+                f"job.{name}",
+                f"must be > 0 (0 leaves it unset), got {value}: {why}, before any pod exists, which the model does "
+                "not play",
+            )
     deadline = job.active_deadline_seconds or None
-    if deadline is not None and deadline < 0:
-        raise where.error(
-            where.line_of("active_deadline_seconds"),
-            "job.active_deadline_seconds",
-            f"must be > 0 (0 leaves it unset), got {deadline}: a negative deadline fails the job as it is created, "
-            "before its pods run, which the model does not play",
-        )
-    if job.backoff_limit < 0:
-        raise where.error(
-            where.line_of("backoff_limit"),
-            "job.backoff_limit",
-            f"must be > 0 (0 leaves it unset), got {job.backoff_limit}: a negative limit fails the job at its first "
-            "reconcile, before any pod exists (PastBackoffLimit: 0 restarts >= the limit), which the model does not "
-            "play",
-        )
-    # a positive one never acts: with RestartPolicy Never no restart is counted and no requeue either (below)
+    # a positive backoff limit never acts: with RestartPolicy Never no restart is counted, and no requeue either
     ttl_after_finished = job.ttl_seconds_after_finished or None
     namespace = job.namespace or defaults.NAMESPACE
     if not _NAMESPACE.match(namespace):

@@ -47,17 +47,16 @@ def _played(play, *args):
     """(the execution record, its verdict key), or (None, the neighbourhood's key for the refusal) where the model
     refuses a point a real run can reach: the operator would re-create a deleted pod (`operator.PodRecreation`), or
     the job turned terminal in its first second (`propeller_actor.CreatedInTheSameSecond`)."""
-    from aggregation.neighbourhood import RE_CREATED_POD, TERMINAL_IN_ITS_FIRST_SECOND, verdict_key
-    from aggregation.operator import PodRecreation
-    from aggregation.propeller_actor import CreatedInTheSameSecond
+    from aggregation.neighbourhood import refusal_key, verdict_key
     from aggregation.record import execution_to_proto
+    from aggregation.scenario import ModelRefusal
 
     try:
         record = execution_to_proto(play(*args))
-    except PodRecreation:
-        return None, RE_CREATED_POD
-    except CreatedInTheSameSecond:
-        return None, TERMINAL_IN_ITS_FIRST_SECOND
+    except ModelRefusal as refusal:
+        if refusal_key(refusal) is None:
+            raise
+        return None, refusal_key(refusal)
     return record, verdict_key(record)
 
 
