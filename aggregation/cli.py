@@ -673,9 +673,15 @@ def _deployment(config_files):
     if not config_files:
         return Deployment({})
     try:
-        return load_deployment(config_files)
+        deployment = load_deployment(config_files)
     except DeploymentConfigError as e:
         _fail(str(e))
+    if deployment.notes:
+        from aggregation.printable import printable
+
+        for note in deployment.notes:
+            click.echo(f"aggsim: note: {printable(note)}", err=True)
+    return deployment
 
 
 @main.command()

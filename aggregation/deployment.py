@@ -25,28 +25,24 @@ error too, since Go's random map order picks its value.
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
-from aggregation import defaults
+from aggregation import defaults, goyaml
+from aggregation.gonumbers import float_to_int64, integer_value, parse_bool, wrap
 from aggregation.propeller import PropellerConfig, payload_limit
 
 FLYTE_DEFAULT_ERROR_AGGREGATION = False  # flytek8s/config/config.go: a bool field defaultK8sConfig does not set
 
-INT32 = (-(1 << 31), (1 << 31) - 1)
-INT64 = (-(1 << 63), (1 << 63) - 1)
-
-# key path (lower case, as viper keeps it) -> (the model's name for it, type, range)
-SETTINGS: dict[tuple[str, ...], tuple[str, type, tuple[int, int]]] = {
-    ("propeller", "max-workflow-retries"): ("max_workflow_retries", int, INT64),
-    ("propeller", "node-config", "max-node-retries-system-failures"): ("max_node_retries_system_failures", int, INT64),
-    ("propeller", "node-config", "default-max-attempts"): ("default_max_attempts", int, INT32),
-    ("propeller", "node-config", "interruptible-failure-threshold"): ("interruptible_failure_threshold", int, INT32),
-    ("propeller", "node-config", "ignore-retry-cause"): ("ignore_retry_cause", bool, (0, 1)),
-    ("plugins", "k8s", "enable-distributed-error-aggregation"): ("error_aggregation", bool, (0, 1)),
-    ("storage", "limits", "maxdownloadmbs"): ("max_download_mbs", int, INT64),
+# key path (lower case, as viper keeps it) -> (the model's name for it, type, the Go field's width in bits)
+SETTINGS: dict[tuple[str, ...], tuple[str, type, int]] = {
+    ("propeller", "max-workflow-retries"): ("max_workflow_retries", int, 64),  # Go's int, on a 64-bit machine
+    ("propeller", "node-config", "max-node-retries-system-failures"): ("max_node_retries_system_failures", int, 64),
+    ("propeller", "node-config", "default-max-attempts"): ("default_max_attempts", int, 32),
+    ("propeller", "node-config", "interruptible-failure-threshold"): ("interruptible_failure_threshold", int, 32),
+    ("propeller", "node-config", "ignore-retry-cause"): ("ignore_retry_cause", bool, 1),
+    ("plugins", "k8s", "enable-distributed-error-aggregation"): ("error_aggregation", bool, 1),
+    ("storage", "limits", "maxdownloadmbs"): ("max_download_mbs", int, 64),
 }
 
 
@@ -56,10 +52,12 @@ class DeploymentConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Deployment:
-    """What the files say; a setting no file makes is not in `values` (Flyte's default applies)."""
+    """What the files say; a setting no file makes is not in `values` (Flyte's default applies). `notes` say where
+    propeller holds a value other than the number written (an int32 field keeps the low 32 bits)."""
 
     values: dict
     sources: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def error_aggregation(self) -> bool:
@@ -110,138 +108,61 @@ def _lower_keys(node: Any) -> Any:
     return lowered
 
 
-#: Go's `strconv.ParseBool`
-_GO_TRUE, _GO_FALSE = ("1", "t", "T", "TRUE", "true", "True"), ("0", "f", "F", "FALSE", "false", "False")
-#: Go's `strconv.ParseInt(s, 0, 64)` spellings: an optional sign, then 0x / 0o / 0b / a leading 0 (octal) or decimal,
-#: with underscores only between digits
-_GO_INT = re.compile(
-    r"[+-]?(?:0[xX](?:_?[0-9a-fA-F])+|0[oO](?:_?[0-7])+|0[bB](?:_?[01])+|0(?:_?[0-7])*|[1-9](?:_?[0-9])*)"
-)
-
-
-def _go_parse_int(text: str) -> Optional[int]:
-    if not _GO_INT.fullmatch(text):
-        return None
-    digits = text.lstrip("+-")
-    if len(digits) > 1 and digits[0] == "0" and digits[1] not in "xXoObB":  # Go: a leading 0 is octal
-        text = text.replace("0", "0o", 1)
-    return int(text, 0)
-
-
-def _coerce(path: str, value: Any, kind: type, bounds: tuple[int, int], source: str) -> Any:
-    """As flytestdlib's decoder reads it (`config/viper` with `WeaklyTypedInput`: go-viper/mapstructure v2.4.0
-    `decodeBool`, `decodeInt`): a bool from a number (not 0) or from what `strconv.ParseBool` takes, "" being false;
-    an integer from a float (truncated), a bool (1 or 0) or what `strconv.ParseInt(s, 0, 64)` takes, "" being 0.
-    Anything else fails the decode, and propeller does not start."""
+def _coerce(path: str, value: Any, kind: type, bits: int, source: str) -> tuple[Any, Optional[str]]:
+    """The value propeller's field holds, as flytestdlib's decoder fills it (`config/viper` with `WeaklyTypedInput`:
+    go-viper/mapstructure v2.4.0 `decodeBool`, `decodeInt`), from what Go's YAML parser made of the scalar
+    (`goyaml.py`), and a note where that differs from the number written. A bool: from a number (not 0) or from what
+    `strconv.ParseBool` takes, "" being false. An integer: from an integer or uint64, converted to the field's width;
+    from a float, truncated (`int64(f)`) and converted; from a bool, 1 or 0; from a (quoted) string, what
+    `strconv.ParseInt(s, 0, width)` takes, "" being 0. Anything else fails the decode, and propeller does not start."""
     if kind is bool:
         if isinstance(value, bool):
-            return value
+            return value, None
         if isinstance(value, (int, float)):
-            return value != 0  # NaN too: Go's NaN != 0
-        if isinstance(value, str) and value in _GO_TRUE + _GO_FALSE + ("",):
-            return value in _GO_TRUE
+            return value != 0, None  # NaN too: Go's NaN != 0
+        if isinstance(value, str) and (value == "" or parse_bool(value) is not None):
+            return bool(parse_bool(value)), None
         raise DeploymentConfigError(
             f"{source}: {path}: expected true or false (as Go's strconv.ParseBool reads it), got {value!r}"
         )
     if isinstance(value, bool):
-        value = int(value)
-    elif isinstance(value, float) and math.isfinite(value):
-        value = int(value)  # Go's int64(f) truncates toward zero, as Python's int does
-    elif isinstance(value, str):
-        parsed = _go_parse_int(value) if value else 0
-        value = value if parsed is None else parsed
-    if not isinstance(value, int):
-        raise DeploymentConfigError(f"{source}: {path}: expected an integer, got {value!r}")
-    if not bounds[0] <= value <= bounds[1]:
-        raise DeploymentConfigError(f"{source}: {path}: {value} does not fit the Go field ({bounds[0]}..{bounds[1]})")
-    return value
+        return int(value), None
+    if isinstance(value, float):
+        truncated = float_to_int64(value)
+        if truncated is None:
+            raise DeploymentConfigError(
+                f"{source}: {path}: {value!r} has no int64 value (Go leaves converting it to the machine)"
+            )
+        held = wrap(truncated, bits)
+        return held, None if held == truncated else _wrapped(path, value, bits, held)
+    if isinstance(value, int):
+        held = wrap(value, bits)  # a uint64 past int64 wraps into int64 first: the same low bits
+        return held, None if held == value else _wrapped(path, value, bits, held)
+    if isinstance(value, str) and (written := integer_value(value or "0")) is not None:
+        if not -(1 << (bits - 1)) <= written < 1 << (bits - 1):
+            raise DeploymentConfigError(
+                f"{source}: {path}: {value!r} does not fit the Go int{bits} field (strconv.ParseInt refuses it)"
+            )
+        return written, None
+    raise DeploymentConfigError(f"{source}: {path}: expected an integer, got {value!r}")
 
 
-def _go_yaml_loader():
-    """PyYAML's safe loader, refusing a key given twice in one mapping as Go's YAML parser does (go.yaml.in/yaml/v3,
-    which viper and flytestdlib's `config/viper` use: "mapping key already defined"), where PyYAML keeps the last."""
-    import yaml
-
-    class GoYamlLoader(yaml.SafeLoader):
-        # YAML 1.2 as Go's parser resolves it: yes/no/on/off/y/n are strings, not PyYAML's (YAML 1.1) booleans
-        yaml_implicit_resolvers = {
-            first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
-            for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-        }
-
-        def construct_mapping(self, node, deep=False):
-            seen: dict[str, int] = {}
-            for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
-                    line = key_node.start_mark.line + 1
-                    if key_node.value in seen:
-                        raise yaml.MarkedYAMLError(
-                            problem=f"mapping key {key_node.value!r} already defined at line {seen[key_node.value]}",
-                            problem_mark=key_node.start_mark,
-                        )
-                    seen[key_node.value] = line
-            return super().construct_mapping(node, deep)
-
-    GoYamlLoader.add_implicit_resolver(
-        "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-    )
-    return GoYamlLoader
+def _wrapped(path: str, value: Any, bits: int, held: int) -> str:
+    return f"{path}: {value!r} does not fit the Go int{bits} field: propeller runs with its low {bits} bits, {held}"
 
 
-#: go.yaml.in/yaml/v3 `decode.go`: the decode counts between which the share allowed to come from aliases falls
-ALIAS_RATIO_RANGE = (400_000, 4_000_000)
-
-
-def _allowed_alias_ratio(decodes: int) -> float:
-    low, high = ALIAS_RATIO_RANGE
-    if decodes <= low:
-        return 0.99
-    if decodes >= high:
-        return 0.10
-    return 0.99 - 0.89 * (decodes - low) / (high - low)
-
-
-def _excessive_aliasing(root) -> bool:
-    """Whether Go's YAML decoder refuses the composed document with "document contains excessive aliasing"
-    (go.yaml.in/yaml/v3 `decoder.unmarshal`: every node decoded counts, those reached through an alias count as
-    aliased too, and past 1,000 decodes and 100 aliased ones their share may not exceed `_allowed_alias_ratio`).
-    PyYAML hands an alias back as its anchor's node, so a node met again is met through an alias. Counting stops
-    as soon as Go's would fail: an alias bomb is refused in a few thousand steps, never expanded."""
-    import yaml
-
-    decodes, aliased = (0 if root is None else 1), 0  # Go decodes the document node first
-    seen: set[int] = set()
-    stack = [] if root is None else [(root, False)]
-    while stack:
-        node, through_alias = stack.pop()
-        if id(node) in seen:  # an alias: its own decode, then its anchor's node again, aliased
-            decodes += 1
-            aliased += through_alias
-            through_alias = True
-        seen.add(id(node))
-        decodes += 1
-        aliased += through_alias
-        if aliased > 100 and decodes > 1000 and aliased / decodes > _allowed_alias_ratio(decodes):
-            return True
-        # children pushed last first, so that they pop in document order: Go counts, and fails, in that order
-        if isinstance(node, yaml.MappingNode):
-            stack.extend((child, through_alias) for pair in reversed(node.value) for child in reversed(pair))
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend((child, through_alias) for child in reversed(node.value))
-    return False
-
-
-def parse_deployment(text: str, source: str) -> dict:
-    """One YAML document's settings, by the model's names."""
+def parse_deployment(text: str, source: str) -> tuple[dict, dict]:
+    """One YAML document's settings, by the model's names, and a note for each one propeller holds as another number
+    than the one written."""
     import yaml
 
     try:
-        if _excessive_aliasing(yaml.compose(text, Loader=_go_yaml_loader())):  # noqa: S506 (a SafeLoader)
+        if goyaml.excessive_aliasing(yaml.compose(text, Loader=goyaml.loader())):  # noqa: S506 (a SafeLoader)
             raise DeploymentConfigError(
                 f"{source}: document contains excessive aliasing (Go's YAML parser refuses it: propeller would not "
                 "start)"
             )
-        document = _lower_keys(yaml.load(text, Loader=_go_yaml_loader()))  # noqa: S506 (a SafeLoader)
+        document = _lower_keys(yaml.load(text, Loader=goyaml.loader()))  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -249,11 +170,11 @@ def parse_deployment(text: str, source: str) -> dict:
     except RecursionError:
         raise DeploymentConfigError(f"{source}: nested too deeply to be a configuration file") from None
     if document is None:
-        return {}
+        return {}, {}
     if not isinstance(document, dict):
         raise DeploymentConfigError(f"{source}: expected a mapping of configuration sections at the top")
-    values = {}
-    for path, (name, kind, bounds) in SETTINGS.items():
+    values, notes = {}, {}
+    for path, (name, kind, bits) in SETTINGS.items():
         node: Any = document
         for depth, step in enumerate(path):
             if node is None or step not in node:
@@ -271,13 +192,16 @@ def parse_deployment(text: str, source: str) -> dict:
                 section = ".".join(path[: depth + 1])
                 raise DeploymentConfigError(f"{source}: {section}: expected a section (a mapping), got {node!r}")
         if node is not None:
-            values[name] = _coerce(".".join(path), node, kind, bounds, source)
-    return values
+            values[name], note = _coerce(".".join(path), node, kind, bits, source)
+            if note is not None:
+                notes[name] = f"{source}: {note}"
+    return values, notes
 
 
 def load_deployment(paths: Sequence[str]) -> Deployment:
     """Merge the files in order (later files win), as propeller merges its `--config` files."""
     values: dict = {}
+    notes: dict = {}
     for path in paths:
         try:
             with open(path, encoding="utf-8") as handle:
@@ -286,5 +210,7 @@ def load_deployment(paths: Sequence[str]) -> Deployment:
             raise DeploymentConfigError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
         if len(text) > defaults.MAX_CONFIG_BYTES:
             raise DeploymentConfigError(f"{path}: larger than {defaults.MAX_CONFIG_BYTES} bytes: not a config file")
-        values.update(parse_deployment(text, path))
-    return Deployment(values, tuple(paths))
+        these, said = parse_deployment(text, path)
+        values.update(these)
+        notes = {name: note for name, note in {**notes, **said}.items() if name not in these or name in said}
+    return Deployment(values, tuple(paths), tuple(notes.values()))

@@ -10,9 +10,13 @@ import subprocess
 
 import pytest
 from conftest import AGGSIM, ROOT, T0
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aggregation.deployment import DeploymentConfigError, load_deployment
 from aggregation.documents import error_document_bytes
+from aggregation.gonumbers import integer_value, parse_int, wrap
+from aggregation.goyaml import resolve_plain
 
 EXAMPLE = str(ROOT / "examples" / "propeller-config.yaml")
 
@@ -111,7 +115,19 @@ def test_a_key_spelt_in_two_cases_keeps_the_mixed_case_value_whatever_the_order(
         # YAML 1.2 (Go's parser) reads yes as a string, and strconv.ParseBool refuses it: propeller does not start
         ("plugins:\n  k8s:\n    enable-distributed-error-aggregation: yes\n", "expected true or false (as Go's"),
         ("storage:\n  limits:\n    maxDownloadMBs: '08'\n", "expected an integer, got '08'"),  # octal has no 8
-        ("propeller:\n  node-config:\n    default-max-attempts: 99999999999\n", "does not fit"),
+        # mapstructure `decodeInt` parses a string with strconv.ParseInt(s, 0, 32) for an int32 field: out of range
+        (
+            "propeller:\n  node-config:\n    default-max-attempts: '99999999999'\n",
+            "'99999999999' does not fit the Go int32 field (strconv.ParseInt refuses it)",
+        ),
+        # YAML 1.1's base 60 (PyYAML's 90) is a string to Go's parser (resolve.go `resolve`), which ParseInt refuses
+        ("propeller:\n  node-config:\n    default-max-attempts: 1:30\n", "expected an integer, got '1:30'"),
+        ("propeller:\n  max-workflow-retries: 1e400\n", "expected an integer, got '1e400'"),  # ParseFloat overflows
+        ("propeller:\n  max-workflow-retries: .inf\n", "inf has no int64 value (Go leaves converting it to the"),
+        # an explicit tag must agree with what the scalar resolves to (resolve.go's deferred check)
+        ("propeller:\n  max-workflow-retries: !!int 1:30\n", "not valid YAML (cannot decode !!str `1:30` as a !!int)"),
+        ("plugins:\n  k8s:\n    enable-distributed-error-aggregation: '2'\n", "expected true or false"),
+        ("plugins:\n  k8s:\n    enable-distributed-error-aggregation: ! 2\n", "got '2'"),  # "!" keeps a string
         ("propeller: [1, 2\n", "not valid YAML"),
         ("- a list\n", "expected a mapping"),
         # Go's YAML parser (go.yaml.in/yaml/v3, viper's) refuses a key given twice; PyYAML kept the last one
@@ -230,6 +246,9 @@ def test_a_yaml_alias_bomb_is_refused_as_go_s_parser_refuses_it(tmp_path):
         ("maxDownloadMBs", '"0x10"', 16),
         ("maxDownloadMBs", "2.9", 2),  # a float truncated
         ("maxDownloadMBs", "true", 1),  # a bool is 1 or 0
+        ("maxDownloadMBs", "1e3", 1000),  # Go's parser reads a float (PyYAML's YAML 1.1, a string)
+        ("maxDownloadMBs", "08", 8),  # not octal: Go's parser reads the float 8
+        ("maxDownloadMBs", "!!float 2", 2),
     ],
 )
 def test_values_are_typed_as_flytestdlib_s_weak_decoder_reads_them(tmp_path, setting, value, read):
@@ -239,3 +258,82 @@ def test_values_are_typed_as_flytestdlib_s_weak_decoder_reads_them(tmp_path, set
     values = load_deployment([write(tmp_path, f"{section}    {setting}: {value}\n")]).values
     name = "error_aggregation" if setting.startswith("enable") else "max_download_mbs"
     assert values[name] == read and type(values[name]) is type(read)
+
+
+@pytest.mark.parametrize(
+    "plain, typed",
+    [
+        ("1:30", "1:30"),  # YAML 1.1's base 60 is gone: a string
+        ("yes", "yes"),
+        ("1e3", 1000.0),  # no dot needed: yamlStyleFloat
+        ("1.5e3", 1500.0),  # nor a sign in the exponent
+        ("08", 8.0),  # not octal, so ParseInt fails; a float
+        ("010", 8),  # ParseInt(s, 0, 64): a leading 0 is octal
+        ("0o10", 8),
+        ("+_1", 1),  # underscores go before parsing
+        ("_1", "_1"),  # no hint for "_": a string
+        ("0b-101", -5),  # the digits after "0b" parsed again in base 2, sign and all
+        ("0x", "0x"),
+        ("18446744073709551615", 18446744073709551615),  # a uint64
+        ("18446744073709551616", 1.8446744073709552e19),  # past uint64: a float
+        ("1e400", "1e400"),  # ParseFloat overflows: a string
+        (".5_0", 0.5),
+        ("~", None),
+        ("TRUE", True),
+        ("on", "on"),
+    ],
+)
+def test_plain_scalars_are_typed_as_go_s_yaml_parser_types_them(plain, typed):
+    """go.yaml.in/yaml/v3 v3.0.4 `resolve.go` `resolve` (viper v1.21.0's parser), not PyYAML's YAML 1.1 rules."""
+    got = resolve_plain(plain)
+    assert got == typed and type(got) is type(typed)
+
+
+def test_an_integer_too_wide_for_its_go_field_keeps_its_low_bits_and_aggsim_says_so(tmp_path_factory, two_files):
+    """mapstructure v2.4.0 `decodeInt` stores an int through reflect's `Value.SetInt`, which converts it to the
+    field's width: DefaultMaxAttempts (int32, flytepropeller `config.go` `NodeConfig`) set to 2**32 + 2 holds 2, and
+    MaxNodeRetriesOnSystemFailures (int64) set to 2**64 - 1 (a uint64 to Go's parser) holds -1. Propeller starts
+    and runs with those; the model does too, and says so on stderr."""
+    text = (
+        "propeller:\n  node-config:\n    default-max-attempts: 4294967298\n"
+        "    max-node-retries-system-failures: 18446744073709551615\n"
+    )
+    configs = tmp_path_factory.mktemp("configs")
+    path = write(configs, text)
+    deployment = load_deployment([path])
+    assert deployment.values["default_max_attempts"] == 2
+    assert deployment.values["max_node_retries_system_failures"] == -1
+    assert deployment.propeller_config().default_max_attempts == 2
+    result = aggsim("explain", str(two_files), "--propeller-config", path)
+    assert (
+        f"aggsim: note: {path}: propeller.node-config.default-max-attempts: 4294967298 does not fit the Go int32 "
+        "field: propeller runs with its low 32 bits, 2\n"
+    ) in result.stderr
+    assert "int64 field: propeller runs with its low 64 bits, -1" in result.stderr
+    # a later file that sets the value again takes the note back
+    later = write(configs, "propeller:\n  node-config:\n    default-max-attempts: 3\n", "later.yaml")
+    assert [note for note in load_deployment([path, later]).notes if "default-max-attempts" in note] == []
+
+
+def _cpython_reads(text: str):
+    """The same literal read by CPython's `int(s, 0)`, whose rules (prefixes, an underscore only between digits or
+    after a prefix) are Go's but for a bare leading 0, which Go reads as octal."""
+    sign, body = (text[0], text[1:]) if text[:1] in ("+", "-") else ("", text)
+    if len(body) > 1 and body[0] == "0" and body[1] not in "bBoOxX":
+        body = "0o" + body[1:]
+    try:
+        return int(sign + body, 0)
+    except ValueError:
+        return None
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet="0123456789abfoxBOX_+-", max_size=12))
+def test_integers_parse_as_go_s_strconv_does(text):
+    """Go's `strconv` `ParseInt(s, 0, 64)` (`atoi.go`, with `underscoreOK`), as both Go's YAML parser and
+    mapstructure's `decodeInt` call it, against an independent reader of the same literal syntax."""
+    assert integer_value(text) == _cpython_reads(text)
+    expected = _cpython_reads(text)
+    in_range = expected is not None and -(1 << 63) <= expected < 1 << 63
+    assert parse_int(text) == (expected if in_range else None)
+    assert wrap(expected or 0, 32) == ((expected or 0) + (1 << 31)) % (1 << 32) - (1 << 31)
