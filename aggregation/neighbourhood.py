@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import replace
 
 from aggregation.operator import PodRecreation
-from aggregation.propeller_actor import CreatedInTheSameSecond
+from aggregation.propeller_actor import CreatedInTheSameSecond, DeletedWithinItsSecond
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.record import execution_to_proto, verdict_fields
 from aggregation.scenario import AFTER_THE_END_KINDS, ModelRefusal, ScenarioSpec
@@ -97,6 +97,13 @@ TERMINAL_IN_ITS_FIRST_SECOND = (
 )
 
 
+#: the verdict key of a copy whose propeller round looks while the TTL may or may not have deleted the job
+#: (`propeller_actor.DeletedWithinItsSecond`)
+LOOKS_WHILE_THE_TTL_MAY_HAVE_DELETED = (
+    ("refused", "propeller looks while the TTL may have deleted the job (propeller_actor.DeletedWithinItsSecond)"),
+)
+
+
 def refusal_key(refusal: ModelRefusal) -> "tuple | None":
     """The verdict key of a refusal a real run can meet in the operator and propeller it drives (above); None for one
     that refuses the scenario itself, which `run_local` meets before any pod starts."""
@@ -104,6 +111,8 @@ def refusal_key(refusal: ModelRefusal) -> "tuple | None":
         return RE_CREATED_POD
     if isinstance(refusal, CreatedInTheSameSecond):
         return TERMINAL_IN_ITS_FIRST_SECOND
+    if isinstance(refusal, DeletedWithinItsSecond):
+        return LOOKS_WHILE_THE_TTL_MAY_HAVE_DELETED
     return None
 
 

@@ -31,7 +31,9 @@ delete the job itself (`CleanupJob`): at the first reconcile at or past its Comp
 plus the TTL. The reconcile that finishes the job cannot (`Reconcile` looks at the status it fetched, still running);
 the one its status update wakes (`job.cleanup_seconds` plus the queue's `job.reconcile_seconds` later) deletes it or
 asks for a requeue at the expiry (`DurationUntilExpireTime` -> `RequeueAfter`, a real requeue, unlike `AddAfter`,
-which waits in the queue as any other). Past a RunPolicy limit, the reconcile
+which waits in the queue as any other). Where the job's creation (the model's 0) falls within its second is unknown,
+so the deletion can fall anywhere within a second (`DeletionWindow`): the model plays the job as created at a whole
+second, and tells propeller the window, whose rounds refuse to look inside it. Past a RunPolicy limit, the reconcile
 that fails the job runs `CleanupJob` with the CompletionTime it has just set (not yet truncated), so a negative TTL
 deletes the job there, before its Failed condition is written.
 
@@ -43,10 +45,12 @@ only hears of pod exits and deletions, and asks for deletions.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 from aggregation.engine import Clock
 from aggregation.kinds import CleanPodPolicy, JobCondition, ReplicaMapOrder, RunPolicyLimit
+from aggregation.nanoseconds import on_the_clock
 from aggregation.scenario import ModelRefusal
 
 #: the job kind in the operator's condition reasons (`util.NewReason(kind, reason)`)
@@ -92,6 +96,39 @@ class PodRecreation(ModelRefusal):
         self.kind = f"the operator would re-create deleted pod {pod} (attempt {attempt})"
 
 
+@dataclass(frozen=True)
+class DeletionWindow:
+    """When the TTL deletes a finished job, as far as the model can know it. `CleanupJob` reads the CompletionTime
+    back in whole seconds of the cluster's clock, and the model's 0 (the job's creation) may fall anywhere in its
+    second: read on the model's clock, the CompletionTime is any moment in (completed - 1, completed], so the expiry
+    any one in (completed + ttl - 1, completed + ttl]. The reconcile that first runs `CleanupJob` (at `reconciled`)
+    deletes a job whose expiry has passed and requeues the rest to their expiry (`reconcile_delay` later). So the
+    deletion falls in [earliest, latest], `earliest` excluded unless some expiry had passed at that reconcile."""
+
+    earliest: float
+    earliest_included: bool
+    latest: float
+    ttl: int
+    completed_at: float
+
+    @staticmethod
+    def after(completed_at, ttl: int, reconciled, reconcile_delay) -> "DeletionWindow | None":
+        """The window of a job that finished at `completed_at`; None where the deletion's moment is known (every
+        expiry passed by that reconcile: a TTL of 0 or less, or a late reconcile)."""
+        # on the nanosecond, as every moment on the clock is, so that a float run decides as an exact one does
+        first_expiry, last_expiry = on_the_clock(completed_at + (ttl - 1)), on_the_clock(completed_at + ttl)
+        if reconciled >= last_expiry:
+            return None
+        latest = on_the_clock(last_expiry + reconcile_delay)  # requeued to the expiry at its latest
+        if reconciled > first_expiry:  # passed for some creation moments: deleted at this reconcile
+            return DeletionWindow(reconciled, True, latest, ttl, completed_at)
+        return DeletionWindow(on_the_clock(first_expiry + reconcile_delay), False, latest, ttl, completed_at)
+
+    def unsettled_at(self, at) -> bool:
+        """Whether the job may or may not be gone by a look at `at` (made after that instant's other events)."""
+        return (at > self.earliest or (self.earliest_included and at == self.earliest)) and at < self.latest
+
+
 def map_order_field(attempt: int) -> str:
     """The scenario field that pins attempt N's map order."""
     return f"attempts[{attempt}].replica_map_order"
@@ -116,6 +153,7 @@ class TrainingOperator:
         attempt: int = 0,
         listed: bool = True,
         reconcile_delay: float = 0.0,
+        deletion_window: Optional[Callable[[DeletionWindow], None]] = None,
     ) -> None:
         self.elastic = elastic
         self.pods = pods
@@ -134,6 +172,7 @@ class TrainingOperator:
         self.attempt = attempt  # which attempt this job is (0 the first), for the field that pins its map order
         self.listed = listed  # whether the scenario lists the attempt (has the field to pin it)
         self.reconcile_delay = reconcile_delay  # a pod update wakes a reconcile -> the reconcile reads the pods
+        self.deletion_window = deletion_window  # told when the TTL's deletion can fall anywhere in a window
         self.job_deleted = False
         self.exited: dict[str, int] = {}  # the pods whose exit the operator has heard of, with their exit codes
         self._heard_at: dict[str, float] = {}  # when the operator heard of each exit
@@ -337,7 +376,13 @@ class TrainingOperator:
         (CleanPodPolicy's deletions, done already on a RunPolicy limit's path) -> `CleanupJob` (the TTL)."""
         if clean_up and self.clean_pod_policy is not CleanPodPolicy.NONE:
             self._delete_running(self.clean_pod_policy)
-        # CompletionTime as this reconcile reads it: the API server keeps whole seconds, and the model's 0 is one
+        ttl = self.ttl_after_finished
+        if ttl is not None and not self.job_deleted and self.deletion_window is not None:
+            window = DeletionWindow.after(completed_at, ttl, self.clock.now, self.reconcile_delay)
+            if window is not None:
+                self.deletion_window(window)
+        # CompletionTime as this reconcile reads it, in whole seconds: the model plays a job created at a whole
+        # second, one of the window's moments; propeller refuses to look inside the window
         self._cleanup_job(math.floor(completed_at), requeue=True)
 
     def _cleanup_job(self, completion, requeue: bool) -> None:

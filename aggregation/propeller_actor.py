@@ -24,7 +24,8 @@ latest first by LastTransitionTime, which the API server keeps in whole seconds,
 created and never made false, comes first in that list, so a terminal condition in the same whole second is not
 read: the task stays Queued (`GetPhaseInfo`). A terminal condition a second or more after the job's start never
 shares its second; one sooner may or may not, by where in its second the job was created, which no scenario fixes:
-the model refuses that point (`CreatedInTheSameSecond`).
+the model refuses that point (`CreatedInTheSameSecond`). For the same reason a round that looks while the TTL may
+or may not have deleted the job (`operator.DeletionWindow`) is refused (`DeletedWithinItsSecond`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from aggregation.engine import Clock
 from aggregation.explain import explain_store
 from aggregation.kinds import JobCondition
 from aggregation.nanoseconds import on_the_clock
+from aggregation.operator import DeletionWindow
 from aggregation.pods import Upload
 from aggregation.propeller import (
     UINT32_MAX,
@@ -88,6 +90,24 @@ class CreatedInTheSameSecond(ModelRefusal):
         self.kind = f"the job turned terminal in its first second (attempt {attempt})"
 
 
+class DeletedWithinItsSecond(ModelRefusal):
+    """Propeller's round looks while the TTL's deletion may or may not have happened: when the operator deletes the
+    job depends on where in its second the job was created (`operator.DeletionWindow`), which no scenario fixes. Says
+    which attempt, the window and the round's instant."""
+
+    def __init__(self, attempt: int, window: DeletionWindow, at) -> None:
+        super().__init__(
+            f"attempt {attempt}'s job finished at {window.completed_at:g} s and its {window.ttl} s TTL deletes it "
+            f"between {window.earliest:g} s and {window.latest:g} s, by where in its second the job was created "
+            "(training-operator CleanupJob reads the CompletionTime back in whole seconds), which the model does not "
+            f"fix: propeller's round at {at:g} s may or may not find the job"
+        )
+        self.attempt = attempt
+        self.window = window
+        self.at = at
+        self.kind = f"propeller looks while the TTL may have deleted the job (attempt {attempt})"
+
+
 #: at most this many rounds that fail alike run one by one, each on the timeline (max-workflow-retries' default,
 #: 10, stays within it); more are counted in one step
 ROUNDS_RUN_ONE_BY_ONE = 20
@@ -124,6 +144,7 @@ class PropellerActor:
         self.last_round_error: Optional[str] = None
         self.condition_message = ""  # the terminal condition's `Reason - Message`
         self.job_found = True  # False once the operator deleted the PyTorchJob (TTLSecondsAfterFinished)
+        self.deletion_window: Optional[DeletionWindow] = None  # when the TTL may delete the job (the operator's)
         self.attempt = attempt  # which attempt's job this is (0 the first), for a refusal to name
         self.terminal_at: Optional[float] = None  # when the operator set the terminal condition (the job's start: 0)
         self.observation: Optional[Observation] = None
@@ -135,6 +156,10 @@ class PropellerActor:
         self.condition_message = message
         self.terminal_at = self.clock.now
         self._next_round(condition, self.spec.observation_delay)
+
+    def job_deletion_window(self, window: DeletionWindow) -> None:
+        """The operator's TTL deletes the job somewhere in `window`: a round inside it is refused."""
+        self.deletion_window = window
 
     def job_deleted(self) -> None:
         """The PyTorchJob is gone: every round from now on gets NotFound from its Get."""
@@ -148,6 +173,9 @@ class PropellerActor:
         if self.failed_rounds > self.config.workflow_retry_limit:
             self._abort(condition)
             return
+        window = self.deletion_window
+        if window is not None and window.unsettled_at(self.clock.now):
+            raise DeletedWithinItsSecond(self.attempt, window, self.clock.now)
         if not self.job_found:
             # checkResourcePhase: the Get comes before anything else in the round, so no condition and no file counts
             outcome = job_not_found(spec.namespace, spec.job_name)
@@ -190,6 +218,9 @@ class PropellerActor:
         """The next round, `round_retry` later; the rounds before the prefix can change fail alike, in one step."""
         retry, now, limit = self.spec.round_retry, self.clock.now, self.config.workflow_retry_limit
         until = self.unchanged_until()
+        window = self.deletion_window
+        if window is not None and now < window.earliest < until:
+            until = window.earliest  # a round inside the window runs on its own, to be refused
         if until == math.inf and limit == UINT32_MAX:
             self.retries_for_ever = condition  # no callback is left: the clock runs dry, nothing is decided
             self.log(Event(now, "propeller", What.ROUNDS_FAIL_FOR_EVER, reason=self.last_round_error or ""))

@@ -171,6 +171,7 @@ class Attempt:
             self.attempt,
             self.attempt < len(spec.attempts),
             spec.reconcile_delay,
+            lambda window: self.propeller.job_deletion_window(window),
         )
         self.propeller = PropellerActor(
             self.clock,

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 
 from aggregation.operator import PodRecreation, UndecidedVerdict
-from aggregation.propeller_actor import CreatedInTheSameSecond
+from aggregation.propeller_actor import CreatedInTheSameSecond, DeletedWithinItsSecond
 from aggregation.record import execution_to_proto
 from aggregation.simulate import simulate, simulate_each_map_order
 from aggregation.strategies import scenarios, spec_of
@@ -29,7 +29,8 @@ def simulated(message):
     """The execution. A point the model refuses is left out, once its refusal is checked: the operator would re-create
     a deleted pod (`PodRecreation`, `refused_for_a_re_created_pod`), or Go's map order decides a non-elastic job whose
     attempt leaves it unset (`UndecidedVerdict`), or the job turned terminal in its first second, where its Created
-    condition may share the whole second (`CreatedInTheSameSecond`)."""
+    condition may share the whole second (`CreatedInTheSameSecond`), or propeller looks while the TTL may or may not
+    have deleted the job (`DeletedWithinItsSecond`)."""
     note(text_format.MessageToString(message))
     try:
         return simulate(spec_of(message))
@@ -37,6 +38,12 @@ def simulated(message):
         refused_for_a_re_created_pod(message, refusal)
     except CreatedInTheSameSecond as refusal:
         assert 0 <= refusal.at < 1 and refusal.attempt < max(1, len(message.attempts)), refusal
+    except DeletedWithinItsSecond as refusal:
+        # the TTL's deletion falls within a second (by where the job's creation falls in its own), the round inside it
+        window = refusal.window
+        assert window.ttl == message.job.ttl_seconds_after_finished >= 1, refusal
+        assert window.latest - window.completed_at == pytest.approx(window.ttl + message.job.reconcile_seconds)
+        assert window.latest - window.earliest <= 1 + 1e-9 and window.unsettled_at(refusal.at), refusal
     except UndecidedVerdict:
         # Go's coin: each order the scenario could pin decides the point (the order itself is tested on its own)
         assert len(simulate_each_map_order(spec_of(message))) >= 2
@@ -64,8 +71,8 @@ def refused_for_a_re_created_pod(message, refusal: PodRecreation) -> None:
             event.preemption.pod_deleted = False
     try:
         execution = simulate(spec_of(unmarked))
-    except (PodRecreation, UndecidedVerdict, CreatedInTheSameSecond):
-        return  # another pod's deletion, Go's map order, or a job over in its first second: nothing to compare with
+    except (PodRecreation, UndecidedVerdict, CreatedInTheSameSecond, DeletedWithinItsSecond):
+        return  # another pod's deletion, Go's map order, or a second no scenario places: nothing to compare with
     code, exited_at = execution.attempts[refusal.attempt].exits[refusal.pod]
     heard = exited_at + message.job.pod_status_seconds
     assert (code, heard) == (refusal.exit_code, pytest.approx(refusal.heard_at, abs=1e-6)), refusal

@@ -222,11 +222,13 @@ def test_an_active_deadline_is_proved_against_where_the_job_really_ends(tmp_path
 
 def test_a_ttl_is_proved_against_propeller_s_look_and_the_whole_second_completion_time(tmp_path) -> None:
     """training-operator v1.8.0 `common/job.go` `CleanupJob`: the job is deleted once now is past its CompletionTime,
-    read back in whole seconds, plus the TTL. The job finishes at 104.4 s + `exit_seconds` (the agents' poll at
-    104.4 s; pod b, not rank 0, raises IgnoreOutputs and uploads nothing: its exit succeeds the elastic job, pod a's
-    comes 0.05 s later, after its outputs.pb), so a 1 s TTL deletes it at the next whole second, and propeller's
-    round `observation_delay` after the finish (flyte `plugin_manager.go` `checkResourcePhase`) finds no job exactly
-    when that second has come: the boundary moves with the fraction, and flips at 105 s. Every witness replays."""
+    read back in whole seconds of the cluster's clock, plus the TTL. The job finishes at 104.4 s + `exit_seconds`
+    (pod b, not rank 0, raises IgnoreOutputs and uploads nothing: its exit succeeds the elastic job), and where in its
+    second the job was created no scenario says, so a 1 s TTL deletes it at some moment within the second after
+    `finish + 1` (`operator.DeletionWindow`). Propeller's round `observation_delay` after the finish (flyte
+    `plugin_manager.go` `checkResourcePhase`) finds the job at once (delay 0: SUCCEEDED), finds none a second or more
+    later (RetriesExhausted|ResourceDeletedExternally), and in between may do either: refused, whatever the fraction of
+    the finish. Every witness replays."""
     path = tmp_path / "ttl.textproto"
     path.write_text(
         'plugin: RECOVERABLE job { pods: "a" pods: "b" ttl_seconds_after_finished: 1 } '
@@ -235,13 +237,22 @@ def test_a_ttl_is_proved_against_propeller_s_look_and_the_whole_second_completio
     varies = ["propeller.observation_delay_seconds=0..2", "timings.exit_seconds=0.5..1.5"]
     proof = _proof(str(path), "phase=SUCCEEDED", varies, "recoverable", False)
     assert proof.verdict == P.COUNTEREXAMPLE
-    assert proof.conditions[0] == (
-        "observation_delay_seconds + exit_seconds > 1.6 and exit_seconds >= 0.6",
-        "or observation_delay_seconds + exit_seconds > 0.6 and exit_seconds <= 0.55",
-    )
-    for result in proof.paths:
-        assert proof.replay(result).final_phase.value == result.behaviour.final_phase
+    solver = P.Solver(proof.intervals, 60_000)
+    delay = solver.vars["propeller.observation_delay_seconds"]
+    for result in proof.counterexamples:
+        assert not _can(solver, result, delay < 1), result.witness
     assert {p.behaviour.final_code for p in proof.counterexamples} == {"RetriesExhausted|ResourceDeletedExternally"}
+    assert proof.refusals
+    for result in proof.refusals:
+        assert not _can(solver, result, solver.z3.Or(delay <= 0, delay >= 1)), result.witness
+        assert result.behaviour.attempts == ("propeller looks while the TTL may have deleted the job (attempt 0)",)
+    held = [p for p in proof.paths if p.holds and not p.refused]
+    assert held
+    for result in held:
+        assert not _can(solver, result, delay > 0), result.witness
+    for result in proof.paths:
+        if not result.refused:
+            assert proof.replay(result).final_phase.value == result.behaviour.final_phase
 
 
 def test_a_budget_that_runs_out_is_unknown_never_proved() -> None:

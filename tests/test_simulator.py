@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -28,7 +29,7 @@ from aggregation.engine import Clock
 from aggregation.explore import Variation, default_variations, outcome_of, shown_outcomes, sweep
 from aggregation.kinds import CleanPodPolicy, ReplicaMapOrder
 from aggregation.operator import PodRecreation, TrainingOperator, UndecidedVerdict
-from aggregation.propeller_actor import CreatedInTheSameSecond
+from aggregation.propeller_actor import CreatedInTheSameSecond, DeletedWithinItsSecond
 from aggregation.record import execution_to_json
 from aggregation.report import sweep_to_json
 from aggregation.scenario import ScenarioError, load_scenario, parse_scenario, read_scenario
@@ -820,19 +821,45 @@ def test_a_job_deleted_before_propeller_looks_is_retried_on_the_system_budget_th
     assert simulate(scenario(job="ttl_seconds_after_finished: 0")).final_phase.value == "SUCCEEDED"  # 0: unset
 
 
-@pytest.mark.parametrize("delay, found", [(0.89, "Succeeded"), (0.9, "Deleted")])
-def test_the_ttl_counts_from_the_completion_time_in_whole_seconds(delay, found):
-    """`CleanupJob` deletes once now is after CompletionTime + TTL, and the CompletionTime it reads back is whole
-    seconds (the API server's `metav1.Time`): a job finished at 105.1 s with a 1 s TTL is gone at 106 s, 0.9 s
-    later. The requeue `Reconcile` asks for (`util.DurationUntilExpireTime` -> `RequeueAfter`) deletes it then, and a
-    round at that very moment finds no job."""
-    attempt = simulate(scenario(job="ttl_seconds_after_finished: 1", delay=delay)).attempts[0]
+@pytest.mark.parametrize("delay, found", [(0, "Succeeded"), (0.5, None), (0.9, None), (0.99, None), (1, "Deleted")])
+def test_the_ttl_deletes_within_a_second_that_only_the_job_s_creation_places(delay, found):
+    """training-operator v1.8.0 `common/job.go` `CleanupJob` deletes once now is after CompletionTime + TTL, and the
+    CompletionTime it reads back is in whole seconds of the cluster's clock (`metav1.Time`). Where in its second the
+    job was created (the model's 0) no scenario says, so a job finished at 105.1 s with a 1 s TTL is gone at some
+    moment in (105.1 s, 106.1 s], the requeue `Reconcile` asks for (`util.DurationUntilExpireTime` -> `RequeueAfter`)
+    deleting it. Propeller's round at 105.1 s finds it; one at 106.1 s does not, and is retried on the system budget
+    (flyte `plugin_manager.go` `checkResourcePhase`); one in between is refused (`DeletedWithinItsSecond`), naming
+    the window, where the model used to place the deletion at 106 s as if the job had been created at a whole second."""
+    spec = scenario(job="ttl_seconds_after_finished: 1", delay=delay)
+    if found is None:
+        with pytest.raises(
+            DeletedWithinItsSecond,
+            match=re.escape(
+                "attempt 0's job finished at 105.1 s and its 1 s TTL deletes it between 105.1 s and 106.1 s, by where "
+                "in its second the job was created (training-operator CleanupJob reads the CompletionTime back in "
+                f"whole seconds), which the model does not fix: propeller's round at {105.1 + delay:g} s may or may not"
+            ),
+        ):
+            simulate(spec)
+        return
+    attempt = simulate(spec).attempts[0]
     assert attempt.job_terminal_at == pytest.approx(105.1)
     assert attempt.job_condition == found
-    deletions = [(e.at, e.reason) for e in attempt.timeline if e.what is What.DELETES_JOB]
     if found == "Deleted":  # (the attempt's story ends at propeller's verdict, every pod having exited)
-        [(at, reason)] = deletions
+        [(at, reason)] = [(e.at, e.reason) for e in attempt.timeline if e.what is What.DELETES_JOB]
         assert at == 106 and "the requeue at its expiry" in reason
+
+
+def test_rounds_that_fail_alike_stop_at_the_ttl_s_window_and_the_one_inside_it_is_refused():
+    """Rounds that fail alike (a storage outage; flytepropeller `handler.go` `streak`) are counted in one step up to
+    the next thing that can change: the window in which the TTL may delete the job is one. The job finishes at
+    105.1 s with a 5 s TTL, so its deletion falls in (109.1 s, 110.1 s]; the rounds every 0.05 s fail alike until
+    then, and the first inside it is refused rather than counted among them."""
+    events = "events { at_seconds: 100 storage_outage { duration_seconds: 50 } }"
+    delay = "0 max_workflow_retries: 1000000"  # the rounds' own budget, past every round here
+    spec = scenario(events, job="ttl_seconds_after_finished: 5", delay=delay)
+    with pytest.raises(DeletedWithinItsSecond, match=r"between 109\.1 s and 110\.1 s, .* round at 109\.15 s"):
+        simulate(spec)
 
 
 @pytest.mark.parametrize("delay, found", [(2.99, "Succeeded"), (3, "Deleted")])
