@@ -834,7 +834,9 @@ def sweep(
         source = source.with_profile(profile)
         with contextlib.ExitStack() as stack:
             log = stack.enter_context(CaseLog(out_path, [v.field for v in variations])) if out_path else None
-            bar = stack.enter_context(ProgressBar("sweeping", enabled=sys.stderr.isatty() and not as_json))
+            bar = stack.enter_context(
+                ProgressBar("sweeping", enabled=sys.stderr.isatty() and not as_json, console=_console(stderr=True))
+            )
             result = run_sweep(
                 source,
                 variations,
@@ -1138,7 +1140,7 @@ def calibrate(runs, start_method, what, work_dir, force, as_json, profile_path) 
         total = runs * (reports + 2 * groups)
         samples, group_samples = [], []
         try:
-            with ProgressBar("real runs", enabled=not as_json) as bar:
+            with ProgressBar("real runs", enabled=not as_json, console=_console(stderr=True)) as bar:
                 bar(0, total)
                 if reports:
                     samples = measure(

@@ -377,7 +377,7 @@ def render_record_timeline(record, console: Console, label: str) -> None:
 class ProgressBar:
     """A progress bar on stderr for long sweeps: only on a terminal, and only once a second has passed."""
 
-    def __init__(self, description: str, enabled: bool, delay: float = 1.0):
+    def __init__(self, description: str, enabled: bool, delay: float = 1.0, console: Optional[Console] = None):
         import time
 
         self._clock = time.monotonic
@@ -385,6 +385,7 @@ class ProgressBar:
         self._delay = delay
         self._description = description
         self._enabled = enabled
+        self._console = console  # the CLI's (it reads COLUMNS=0 as unset); a stderr console of rich's own by default
         self._progress = None
         self._task = None
 
@@ -401,7 +402,7 @@ class ProgressBar:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeRemainingColumn(),
-                console=Console(stderr=True),
+                console=self._console or Console(stderr=True),
                 transient=True,
             )
             self._progress.start()

@@ -19,6 +19,7 @@ that is the user's connection, not something propeller would hit, so it is never
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
 import re
@@ -354,11 +355,17 @@ class LocalPrefix:
         self.location = location or directory
         self.requests = RequestCounter()
         if not os.path.isdir(self.root):
-            if os.path.islink(self.root) and not os.path.exists(self.root):
-                try:
-                    os.stat(self.root)
-                except OSError as e:  # ELOOP for a loop, ENOENT for a dangling link: say which
+            try:
+                os.stat(self.root)
+            except PermissionError as e:  # a directory on the way this user may not search: its access, no verdict
+                raise no_access(self.location, "looking it up", e) from None
+            except ValueError:  # a NUL byte: no file has that name
+                pass
+            except OSError as e:
+                if os.path.islink(self.root):  # ELOOP for a loop, ENOENT for a dangling link: say which
                     raise PrefixNotFound(f"{self.location}: a symbolic link that leads nowhere: {e.strerror}") from None
+                if e.errno != errno.ENOENT:  # a loop or a file on the way, a name too long: not "no such file"
+                    raise PrefixNotFound(f"{self.location}: {e.strerror}") from None
             raise PrefixNotFound(not_a_directory(self.location, os.path.exists(self.root)))
 
     def _full(self, key: str) -> str:

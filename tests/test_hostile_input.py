@@ -463,3 +463,31 @@ def test_a_symbolic_link_loop_is_named_as_one(tmp_path):
         done = subprocess.run([AGGSIM, command, str(loop)], capture_output=True, text=True)
         assert done.returncode == 2 and done.stderr.count("\n") == 1
         assert "a symbolic link that leads nowhere: Too many levels of symbolic links" in done.stderr
+    # on the way to the prefix: a loop, or a file where a directory should be, is named, never "no such file"
+    (tmp_path / "file.pb").write_bytes(b"")
+    for below, why in ((loop / "prefix", "Too many levels of symbolic links"), (tmp_path / "file.pb" / "x", "Not a")):
+        for command in ("explain", "validate"):
+            done = subprocess.run([AGGSIM, command, str(below)], capture_output=True, text=True)
+            assert done.returncode == 2 and done.stderr.startswith(f"aggsim: {below}: {why}"), done.stderr
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_by_its_bytes_and_the_table_still_lines_up(tmp_path):
+    """A key's bytes that are not UTF-8 (a local file name; Python keeps each as a lone surrogate) are escaped as
+    `\\xNN` before the table measures its cells: the output stream used to escape them after the layout, which pushed
+    that row's borders out of line."""
+    from aggregation.documents import error_document_bytes
+
+    prefix = os.fsencode(tmp_path)
+    with open(prefix + b"/error-\xff\xfe.pb", "wb") as odd:
+        odd.write(error_document_bytes(code="USER:Odd", timestamp_ns=10**18))
+    (tmp_path / "error-abcd.pb").write_bytes(error_document_bytes(code="USER:Plain", timestamp_ns=10**18 + 1))
+    env = {**os.environ, "COLUMNS": "120"}
+    done = subprocess.run(
+        [AGGSIM, "explain", str(tmp_path), "--strategy", "earliest"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0 and "error-\\xff\\xfe.pb" in done.stdout, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line[:1] in "┏┃┡│└"]
+    assert len(rows) == 6 and len({len(row) for row in rows}) == 1, rows
+    assert [line for line in done.stdout.splitlines() if line.startswith("task phase")] == [
+        "task phase: PERMANENT_FAILURE (error file error-\\xff\\xfe.pb: earliest timestamp)"
+    ]

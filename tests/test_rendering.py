@@ -366,3 +366,25 @@ def test_a_zero_column_terminal_still_gets_the_verdict():
         [AGGSIM, "simulate", "preemption_during_training"], capture_output=True, text=True, env=columns_env(0)
     )
     assert result.returncode == 0 and "final: RETRIED_THEN_SUCCEEDED after 2 attempt(s)" in result.stdout
+
+
+def test_the_progress_bar_is_drawn_on_the_cli_s_console_which_reads_a_zero_column_terminal_as_unset(monkeypatch):
+    """The sweep's and the real runs' progress bar used a console of rich's own, which draws nothing at COLUMNS=0;
+    it is drawn on the CLI's console, whose width is the terminal's (or 80) there."""
+    import io
+
+    from aggregation.cli import _console
+    from aggregation.report import ProgressBar
+
+    monkeypatch.setenv("COLUMNS", "0")
+    console = _console(stderr=True)
+    assert console.width > 0
+    console.file, console._force_terminal, console.is_interactive = io.StringIO(), True, True  # as at a terminal
+    import time
+
+    with ProgressBar("sweeping", enabled=True, delay=0, console=console) as bar:
+        bar(1, 3)
+        deadline = time.monotonic() + 30
+        while "1/3" not in console.file.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.05)  # rich draws from its refresh thread, 10 times a second
+    assert "sweeping" in console.file.getvalue() and "1/3" in console.file.getvalue()
