@@ -88,6 +88,12 @@ class _SpelledTwice:
     spellings: tuple[str, ...]
 
 
+def _go_lower(text: str) -> str:
+    """Go's `strings.ToLower`: each rune's own lower case (`unicode.ToLower`), where Python's `str.lower` uses
+    Unicode's full mapping: "İ" is "i" in Go, "i̇" (two runes) in Python, and a final "Σ" is "σ", not "ς"."""
+    return text.lower() if text.isascii() else "".join("i" if c == "\u0130" else c.lower() for c in text)
+
+
 def _lower_keys(node: Any) -> Any:
     """Keys as viper keeps them (spf13/viper v1.21.0 `util.go` `insensitiviseMap`, at every read): it ranges over the
     map, deleting each key that is not all lower case and storing its value under the lower-cased key. So of a key
@@ -97,7 +103,7 @@ def _lower_keys(node: Any) -> Any:
         return node
     spellings: dict[str, list] = {}
     for key, value in node.items():
-        spellings.setdefault(str(key).lower(), []).append((str(key), value))
+        spellings.setdefault(_go_lower(str(key)), []).append((str(key), value))
     lowered = {}
     for lower, written in spellings.items():
         mixed = [(key, value) for key, value in written if key != lower]

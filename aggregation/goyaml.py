@@ -4,11 +4,12 @@
 PyYAML types plain scalars by YAML 1.1 rules; Go's parser does not (`resolve.go` `resolve`). So every plain scalar is
 typed here as Go's parser types it: `1:30` is a string, not 90 (YAML 1.1's base 60); `yes` is a string; `1e3`, `08`
 and `+_1` are numbers (a float, the float 8, and 1: underscores go before Go parses the rest). An integer outside
-int64 but within uint64 stays a uint64, and larger ones become floats, as in Go. Timestamps are left as strings: no
-setting the model reads takes one, and neither form decodes into a number or a bool. Quoted and block scalars are
-strings, and an explicit `!!int`/`!!float`/`!!bool`/`!!null` tag is resolved the same way and must agree, as in Go.
-Keys keep their text. A key given twice in one mapping (`<<` too) is an error, and so is a document that aliasing
-makes too large.
+int64 but within uint64 stays a uint64, and larger ones become floats, as in Go. Plain timestamps are left as strings:
+no setting the model reads takes one, and neither form decodes into a number or a bool. The non-specific tag `!`
+changes nothing. Quoted and block scalars are strings; an explicit `!!int`/`!!float`/`!!bool`/`!!null`/`!!timestamp`
+tag is resolved the same way and must agree, `!!binary` is decoded, any other tag leaves a string, and a tag on a
+mapping or a sequence is ignored, as in Go. Keys keep their text. A key given twice in one mapping (`<<` too; a merge
+source's keys too) is an error, and so is a document that aliasing makes too large; an anchor defined again is not.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import collections.abc
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from aggregation.gonumbers import parse_int, parse_uint
@@ -74,16 +76,56 @@ def resolve_plain(text: str) -> Any:
     return text
 
 
+@dataclass(frozen=True)
+class GoTime:
+    """A scalar Go's parser reads as a `time.Time` (an explicit `!!timestamp`): no number and no bool decodes from
+    it, so the model keeps only its text."""
+
+    text: str
+
+
+#: resolve.go `allowedTimestampFormats`, as the shapes `time.Parse` takes of them (the values are checked apart)
+_GO_TIMESTAMP = re.compile(
+    r"(\d{4})-(\d{1,2})-(\d{1,2})"
+    r"(?:[Tt](\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})|[ ](\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.\d+)?)?"
+)
+
+
+def _go_timestamp(text: str) -> bool:
+    """resolve.go `parseTimestamp`: a date, or a date and time in one of Go's layouts, with values in range."""
+    import datetime
+
+    match = _GO_TIMESTAMP.fullmatch(text)
+    if match is None:
+        return False
+    year, month, day = (int(g) for g in match.groups()[:3])
+    clock = [int(g) for g in match.groups()[3:] if g is not None]
+    try:
+        datetime.datetime(year, month, day, *clock)
+    except ValueError:
+        return False
+    return True
+
+
+def _kind_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "bool", int: "int", float: "float", GoTime: "timestamp"}.get(type(value), "str")
+
+
 def _explicit(tag: str):
-    """A scalar with an explicit standard tag: resolved as a plain one, and refused unless it resolves to that tag
-    (an integer under `!!float` becomes a float), as resolve.go's deferred check does."""
+    """A scalar with an explicit standard tag: resolved as a plain one (a `!!timestamp` tried as one first), and
+    refused unless it resolves to that tag (an int, not a uint64, under `!!float` becomes a float), as resolve.go's
+    deferred check does."""
 
     def construct(loader, node):
         import yaml
 
+        if tag == "timestamp" and _go_timestamp(node.value):
+            return GoTime(node.value)
         value = resolve_plain(node.value)
         kind = _kind_of(value)
-        if tag == "float" and kind == "int":
+        if tag == "float" and kind == "int" and -(1 << 63) <= value < 1 << 63:
             return float(value)
         if kind != tag:
             raise yaml.constructor.ConstructorError(
@@ -94,10 +136,37 @@ def _explicit(tag: str):
     return construct
 
 
-def _kind_of(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {bool: "bool", int: "int", float: "float"}.get(type(value), "str")
+def _binary(loader, node) -> str:
+    """decode.go `scalar`: a `!!binary` scalar is its base64, decoded (Go's StdEncoding skips line breaks)."""
+    import base64
+    import binascii
+
+    import yaml
+
+    try:
+        data = base64.b64decode(re.sub(r"[\r\n]", "", node.value), validate=True)
+    except (binascii.Error, ValueError):
+        raise yaml.constructor.ConstructorError(
+            None, None, "!!binary value contains invalid base64 data", node.start_mark
+        ) from None
+    return data.decode("utf-8", "surrogateescape")
+
+
+#: the scalar tags Go's parser resolves (resolve.go `resolvableTag`) or decodes (`!!binary`); any other tag on a
+#: scalar leaves its text a string, and one on a mapping or a sequence is ignored (decode.go `unmarshal`)
+_KEPT_TAGS = frozenset(_STANDARD + t for t in ("str", "int", "float", "bool", "null", "timestamp", "binary"))
+
+
+def _go_scalar_tag(tag, style, value: str) -> str:
+    """The tag a scalar event gets, as decode.go's `parser.node` and `parser.scalar` give it: none or `!` on a plain
+    scalar is Go's plain resolution (`<<` a merge), on a quoted or block one a string."""
+    if tag is None or tag == "!":
+        if style is not None:
+            return _STANDARD + "str"
+        return _STANDARD + "merge" if value == "<<" else PLAIN_TAG
+    if tag == _STANDARD + "merge":
+        return tag if value == "<<" else _STANDARD + "str"
+    return tag if tag in _KEPT_TAGS else _STANDARD + "str"
 
 
 def loader():
@@ -105,30 +174,49 @@ def loader():
     import yaml
 
     class GoYamlLoader(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            event = self.peek_event()
+            if not isinstance(event, yaml.AliasEvent) and event.anchor in self.anchors:
+                del self.anchors[event.anchor]  # an anchor defined again: later aliases mean the new one, as in Go
+            return super().compose_node(parent, index)
+
         def compose_scalar_node(self, anchor):
-            non_specific = self.peek_event().tag == "!"  # PyYAML resolves `! 10` as if plain; Go keeps a string
+            event = self.peek_event()
             node = super().compose_scalar_node(anchor)
-            if non_specific:
-                node.tag = _STANDARD + "str"
+            node.tag = _go_scalar_tag(event.tag, event.style, event.value)
             return node
 
-        def resolve(self, kind, value, implicit):
-            if kind is yaml.ScalarNode and implicit[0]:  # plain: no tag, no quotes
-                return _STANDARD + "merge" if value == "<<" else PLAIN_TAG
-            return super().resolve(kind, value, implicit)
+        def compose_sequence_node(self, anchor):
+            node = super().compose_sequence_node(anchor)
+            node.tag = _STANDARD + "seq"
+            return node
 
-        def construct_mapping(self, node, deep=False):
+        def compose_mapping_node(self, anchor):
+            start = self.get_event()
+            node = yaml.MappingNode(_STANDARD + "map", [], start.start_mark, None, flow_style=start.flow_style)
+            if anchor is not None:
+                self.anchors[anchor] = node
             seen: dict[tuple, int] = {}
-            for key_node, _ in node.value:
-                # decode.go `mapping`: two keys of one kind and text are refused, `<<` included
-                line = key_node.start_mark.line + 1
-                key = (type(key_node), key_node.value if isinstance(key_node, yaml.ScalarNode) else "")
+            while not self.check_event(yaml.MappingEndEvent):
+                event = self.peek_event()
+                key_node = self.compose_node(node, None)
+                # decode.go `mapping`: two keys of one kind and one value are refused, `<<` included; an alias is
+                # its own kind, its value the anchor's name; a mapping's or a sequence's value is ""
+                if isinstance(event, yaml.AliasEvent):
+                    key = ("alias", event.anchor)
+                else:
+                    key = (key_node.id, key_node.value if isinstance(key_node, yaml.ScalarNode) else "")
                 if key in seen:
                     raise yaml.MarkedYAMLError(
                         problem=f"mapping key {key[1]!r} already defined at line {seen[key]}",
-                        problem_mark=key_node.start_mark,
+                        problem_mark=event.start_mark,
                     )
-                seen[key] = line
+                seen[key] = event.start_mark.line + 1
+                node.value.append((key_node, self.compose_node(node, key_node)))
+            node.end_mark = self.get_event().end_mark
+            return node
+
+        def construct_mapping(self, node, deep=False):
             self.flatten_mapping(node)
             mapping = {}
             for key_node, value_node in node.value:
@@ -140,8 +228,9 @@ def loader():
             return mapping
 
     GoYamlLoader.add_constructor(PLAIN_TAG, lambda loader, node: resolve_plain(node.value))
-    for tag in ("int", "float", "bool", "null"):
+    for tag in ("int", "float", "bool", "null", "timestamp"):
         GoYamlLoader.add_constructor(_STANDARD + tag, _explicit(tag))
+    GoYamlLoader.add_constructor(_STANDARD + "binary", _binary)
     return GoYamlLoader
 
 

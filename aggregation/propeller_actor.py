@@ -219,7 +219,7 @@ class PropellerActor:
         retry, now, limit = self.spec.round_retry, self.clock.now, self.config.workflow_retry_limit
         until = self.unchanged_until()
         window = self.deletion_window
-        if window is not None and now < window.earliest < until:
+        if window is not None and now <= window.earliest < until:
             until = window.earliest  # a round inside the window runs on its own, to be refused
         if until == math.inf and limit == UINT32_MAX:
             self.retries_for_ever = condition  # no callback is left: the clock runs dry, nothing is decided

@@ -127,7 +127,14 @@ def test_a_key_spelt_in_two_cases_keeps_the_mixed_case_value_whatever_the_order(
         # an explicit tag must agree with what the scalar resolves to (resolve.go's deferred check)
         ("propeller:\n  max-workflow-retries: !!int 1:30\n", "not valid YAML (cannot decode !!str `1:30` as a !!int)"),
         ("plugins:\n  k8s:\n    enable-distributed-error-aggregation: '2'\n", "expected true or false"),
-        ("plugins:\n  k8s:\n    enable-distributed-error-aggregation: ! 2\n", "got '2'"),  # "!" keeps a string
+        ("plugins:\n  k8s:\n    enable-distributed-error-aggregation: ! '2'\n", "got '2'"),  # quoted: a string
+        # `!!float` takes an int, not a uint64 (resolve.go's deferred check)
+        ("propeller:\n  max-workflow-retries: !!float 18446744073709551615\n", "cannot decode !!int"),
+        ("propeller:\n  max-workflow-retries: !!timestamp 10\n", "cannot decode !!int `10` as a !!timestamp"),
+        ("propeller:\n  max-workflow-retries: !!binary MT\n", "!!binary value contains invalid base64 data"),
+        # decode.go `mapping` checks every mapping it decodes, a merge source's too
+        ("propeller: {<<: {max-workflow-retries: 1, max-workflow-retries: 2}}\n", "'max-workflow-retries' already"),
+        ("propeller: {<<: {}, <<: {}}\n", "mapping key '<<' already defined"),
         ("propeller: [1, 2\n", "not valid YAML"),
         ("- a list\n", "expected a mapping"),
         # Go's YAML parser (go.yaml.in/yaml/v3, viper's) refuses a key given twice; PyYAML kept the last one
@@ -249,6 +256,11 @@ def test_a_yaml_alias_bomb_is_refused_as_go_s_parser_refuses_it(tmp_path):
         ("maxDownloadMBs", "1e3", 1000),  # Go's parser reads a float (PyYAML's YAML 1.1, a string)
         ("maxDownloadMBs", "08", 8),  # not octal: Go's parser reads the float 8
         ("maxDownloadMBs", "!!float 2", 2),
+        ("maxDownloadMBs", "! 1e3", 1000),  # `!` is no tag: a plain scalar is typed as any other
+        ("enable-distributed-error-aggregation", "! 2", True),
+        ("maxDownloadMBs", "!foo 10", 10),  # another tag leaves the text a string, which decodeInt parses
+        ("maxDownloadMBs", "!!binary MTA=", 10),  # "10", base64
+        ("maxDownloadMBs", "!!str 0x10", 16),
     ],
 )
 def test_values_are_typed_as_flytestdlib_s_weak_decoder_reads_them(tmp_path, setting, value, read):
@@ -337,3 +349,22 @@ def test_integers_parse_as_go_s_strconv_does(text):
     in_range = expected is not None and -(1 << 63) <= expected < 1 << 63
     assert parse_int(text) == (expected if in_range else None)
     assert wrap(expected or 0, 32) == ((expected or 0) + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
+@pytest.mark.parametrize(
+    "text, read",
+    [
+        ("propeller: !!int {max-workflow-retries: 5}\n", 5),  # a tag on a mapping is ignored (decode.go `unmarshal`)
+        ("a: &x 1\nb: &x 7\npropeller: {max-workflow-retries: *x}\n", 7),  # an anchor defined again: the new one
+        ("a: &k max-workflow-retries\npropeller: {*k : 3, max-workflow-retries: 4}\n", 4),  # an alias key is its own
+        ("m: &m {max-workflow-retries: 8}\npropeller: {! <<: *m}\n", 8),  # `! <<` merges
+        ("m: &m {max-workflow-retries: 8}\npropeller: {<<: *m, max-workflow-retries: 9}\n", 9),  # its own key wins
+        ("x: !!timestamp 2001-12-14\npropeller: {max-workflow-retries: 6}\n", 6),
+        ("propeller:\n  node-config: {\u0130gnore-retry-cause: 1}\n", True),  # Go's strings.ToLower: "İ" is "i"
+    ],
+)
+def test_documents_go_s_parser_accepts_are_read_as_it_reads_them(tmp_path, text, read):
+    """go.yaml.in/yaml/v3 v3.0.4 `decode.go` (`parser.node`, `mapping`, `unmarshal`, `merge`) and viper's
+    `insensitiviseMap` (strings.ToLower), where PyYAML alone refused the file or read it otherwise."""
+    values = load_deployment([write(tmp_path, text)]).values
+    assert list(values.values()) == [read]

@@ -850,15 +850,19 @@ def test_the_ttl_deletes_within_a_second_that_only_the_job_s_creation_places(del
         assert at == 106 and "the requeue at its expiry" in reason
 
 
-def test_rounds_that_fail_alike_stop_at_the_ttl_s_window_and_the_one_inside_it_is_refused():
+@pytest.mark.parametrize(
+    "retry, budget, refused_at", [(None, 1000000, "109.15"), ("0.01", 1000000, "109.11"), ("0.01", 450, "109.11")]
+)
+def test_rounds_that_fail_alike_stop_at_the_ttl_s_window_and_the_one_inside_it_is_refused(retry, budget, refused_at):
     """Rounds that fail alike (a storage outage; flytepropeller `handler.go` `streak`) are counted in one step up to
     the next thing that can change: the window in which the TTL may delete the job is one. The job finishes at
-    105.1 s with a 5 s TTL, so its deletion falls in (109.1 s, 110.1 s]; the rounds every 0.05 s fail alike until
-    then, and the first inside it is refused rather than counted among them."""
+    105.1 s with a 5 s TTL, so its deletion falls in (109.1 s, 110.1 s]; the rounds fail alike until then (with a
+    0.01 s retry, one lands on 109.1 s itself), and the first inside it is refused rather than counted among them,
+    which, with a workflow budget running out inside the window, used to abort the workflow there."""
     events = "events { at_seconds: 100 storage_outage { duration_seconds: 50 } }"
-    delay = "0 max_workflow_retries: 1000000"  # the rounds' own budget, past every round here
-    spec = scenario(events, job="ttl_seconds_after_finished: 5", delay=delay)
-    with pytest.raises(DeletedWithinItsSecond, match=r"between 109\.1 s and 110\.1 s, .* round at 109\.15 s"):
+    settings = f"max_workflow_retries: {budget}" + (f" round_retry_seconds: {retry}" if retry else "")
+    spec = scenario(events, job="ttl_seconds_after_finished: 5", delay=f"0 {settings}")
+    with pytest.raises(DeletedWithinItsSecond, match=rf"between 109\.1 s and 110\.1 s, .* round at {refused_at} s"):
         simulate(spec)
 
 
