@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
 from aggregation import defaults, goyaml
-from aggregation.gonumbers import float_to_int64, integer_value, parse_bool, wrap
+from aggregation.gonumbers import fits, float_to_int64, integer_value, parse_bool, wrap
 from aggregation.propeller import PropellerConfig, payload_limit
 
 FLYTE_DEFAULT_ERROR_AGGREGATION = False  # flytek8s/config/config.go: a bool field defaultK8sConfig does not set
@@ -145,7 +145,7 @@ def _coerce(path: str, value: Any, kind: type, bits: int, source: str) -> tuple[
         held = wrap(value, bits)  # a uint64 past int64 wraps into int64 first: the same low bits
         return held, None if held == value else _wrapped(path, value, bits, held)
     if isinstance(value, str) and (written := integer_value(value or "0")) is not None:
-        if not -(1 << (bits - 1)) <= written < 1 << (bits - 1):
+        if not fits(written, bits):
             raise DeploymentConfigError(
                 f"{source}: {path}: {value!r} does not fit the Go int{bits} field (strconv.ParseInt refuses it)"
             )

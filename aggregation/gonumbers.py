@@ -87,12 +87,25 @@ def integer_value(text: str, base: int = 0) -> Optional[int]:
 def parse_int(text: str, base: int = 0, bits: int = 64) -> Optional[int]:
     """`strconv.ParseInt(text, base, bits)`: an optional sign, then `ParseUint`, within the signed range."""
     value = integer_value(text, base)
-    return value if value is not None and -(1 << (bits - 1)) <= value < 1 << (bits - 1) else None
+    return value if value is not None and fits(value, bits) else None
+
+
+_SIGNED_RANGES = {bits: (-(1 << (bits - 1)), 1 << (bits - 1)) for bits in (32, 64)}
+
+
+def fits(value, bits: int) -> bool:
+    """Whether `value` is a signed `bits`-bit integer's (int32, int64)."""
+    low, high = _SIGNED_RANGES.get(bits) or (-(1 << (bits - 1)), 1 << (bits - 1))
+    return low <= value < high
 
 
 def wrap(value: int, bits: int) -> int:
-    """Go's conversion of an integer to a signed `bits`-bit one (`int32(x)`, `int64(u)`): the low bits, read as
-    signed. reflect's `Value.SetInt` stores this way, so mapstructure fills an int32 field with an int64 silently."""
+    """Go's conversion of an integer to a signed `bits`-bit one (`int32(x)`, `int64(u)`, int64 arithmetic that
+    overflows): the low bits, read as signed. reflect's `Value.SetInt` stores this way, so mapstructure fills an int32
+    field with an int64 silently. A value that fits is returned as it is: the common case, and the only one a
+    symbolic number (`aggsim prove`) can reach."""
+    if fits(value, bits):
+        return value
     value &= (1 << bits) - 1
     return value - (1 << bits) if value >> (bits - 1) else value
 

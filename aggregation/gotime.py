@@ -16,24 +16,18 @@ import datetime
 from functools import lru_cache
 from typing import Optional
 
+from aggregation.gonumbers import wrap
+
 NANOS = 1_000_000_000
 UNIX_TO_INTERNAL = (1969 * 365 + 1969 // 4 - 1969 // 100 + 1969 // 400) * 86400  # Go's unixToInternal
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-
-
-def wrap_int64(value: int) -> int:
-    """Go's int64 arithmetic: the result modulo 2**64, read as signed."""
-    if -(1 << 63) <= value < (1 << 63):
-        return value  # the common case, and the only one a symbolic stamp (`aggsim prove`) can reach
-    value &= (1 << 64) - 1
-    return value - (1 << 64) if value >> 63 else value
 
 
 def order_key(timestamp_ns: Optional[int]) -> tuple[int, int]:
     """What `Time.After` compares for `AsTime()` of a stamp of `timestamp_ns` (seconds * 1e9 + nanos, exact);
     a missing stamp is the epoch (`GetTimestamp()` of nil is 0 s, 0 ns)."""
     seconds, nanos = divmod(timestamp_ns or 0, NANOS)  # floor, as Unix normalises nanos outside [0, 1e9)
-    return wrap_int64(seconds + UNIX_TO_INTERNAL), nanos
+    return wrap(seconds + UNIX_TO_INTERNAL, 64), nanos  # int64 arithmetic, wrapping
 
 
 def after(a: Optional[int], b: Optional[int]) -> bool:

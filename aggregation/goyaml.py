@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from aggregation.gonumbers import parse_int, parse_uint
+from aggregation.gonumbers import fits, parse_int, parse_uint
 
 #: resolve.go `resolveMap`, looked up only for a scalar whose first byte has a hint (`resolveTable`)
 _KNOWN = {
@@ -125,7 +125,7 @@ def _explicit(tag: str):
             return GoTime(node.value)
         value = resolve_plain(node.value)
         kind = _kind_of(value)
-        if tag == "float" and kind == "int" and -(1 << 63) <= value < 1 << 63:
+        if tag == "float" and kind == "int" and fits(value, 64):  # a uint64 is not Go's int
             return float(value)
         if kind != tag:
             raise yaml.constructor.ConstructorError(

@@ -30,14 +30,14 @@ from aggregation.explore import (  # noqa: E402
     outcome_label,
     shown_outcomes,
 )
-from aggregation.printable import CONTROL_ESCAPES  # noqa: E402
+from aggregation.printable import printable  # noqa: E402
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb  # noqa: E402
 
 
 def plain(text) -> str:
     """Text from a document, a path or a scenario as drawn literally: control characters escaped, and `$`
     escaped so matplotlib never reads it as mathtext (an odd `$` would fail to render)."""
-    return str(text).translate(CONTROL_ESCAPES).replace("$", r"\$")
+    return printable(text).replace("$", r"\$")
 
 
 MARKERS = {

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from aggregation import defaults
-from aggregation.gotime import wrap_int64
+from aggregation.gonumbers import wrap
 from aggregation.kinds import JobCondition
 from aggregation.readers import ObservedError, ReadResult
 
@@ -61,7 +61,7 @@ def payload_limit(max_download_mbs: int) -> int:
     remote_file_output_reader.go` `getMaxPayloadSize` (the reader is built with 0) takes `GetLimitMegabytes * 1024 *
     1024`, an int64 product that wraps as Go's does: past 8,796,093,022,207 MB the limit is negative or 0, and every
     non-empty error file is too large (0 MB is a limit of 0 bytes too, not "no limit")."""
-    return wrap_int64(max_download_mbs * MIB)
+    return wrap(max_download_mbs * MIB, 64)
 
 
 #: why failing rounds never abort at that limit: said in the timeline and in the reason the node keeps running

@@ -23,14 +23,14 @@ from aggregation.explore import (
     shown_outcomes,
 )
 from aggregation.kinds import JobCondition
-from aggregation.printable import CONTROL_ESCAPES
+from aggregation.printable import printable
 from aggregation.results import AttemptResult, Execution
 from aggregation.timeline import What
 
 
 def literal(value: str, style: str = "") -> Text:
     """Text from a document, a path or a scenario, shown as written: no markup, control characters escaped."""
-    return Text(str(value).translate(CONTROL_ESCAPES), style=style)
+    return Text(printable(value), style=style)
 
 
 def print_paragraph(console: Console, text: str, indent: str) -> None:
@@ -82,7 +82,7 @@ PHASE_STYLE = {
 
 def timeline_line(at: float, pod: str, what: str) -> str:
     """One timeline row; the pod name is escaped before it is padded, so columns line up."""
-    return f"{at:9.3f}  {pod.translate(CONTROL_ESCAPES):<16} {what.translate(CONTROL_ESCAPES)}"
+    return f"{at:9.3f}  {printable(pod):<16} {printable(what)}"
 
 
 def timeline_lines(attempt: AttemptResult) -> list[str]:

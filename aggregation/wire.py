@@ -24,6 +24,8 @@ from __future__ import annotations
 from flyteidl.core import errors_pb2
 from google.protobuf.message import DecodeError
 
+from aggregation.gonumbers import wrap
+
 VARINT, FIXED64, BYTES, START_GROUP, END_GROUP, FIXED32 = 0, 1, 2, 3, 4, 5
 MAX_VALID_NUMBER = (1 << 29) - 1
 MAX_INT32 = (1 << 31) - 1
@@ -51,15 +53,6 @@ def _varint(data: bytes, at: int) -> tuple[int, int]:
         if byte < 0x80:
             return value, at + index + 1
     raise WireError(INVALID_WIRE_FORMAT)  # pragma: no cover - the 10th byte always ends or fails above
-
-
-def _int32(value: int) -> int:
-    value &= 0xFFFFFFFF
-    return value - (1 << 32) if value >> 31 else value
-
-
-def _int64(value: int) -> int:
-    return value - (1 << 64) if value >> 63 else value
 
 
 def _bytes(data: bytes, at: int) -> tuple[bytes, int]:
@@ -153,7 +146,7 @@ def _string_field(name):
 def _enum_field(name):
     def decode(data, at, message):
         value, at = _varint(data, at)
-        setattr(message, name, _int32(value))  # proto3 enums are open: any number is kept
+        setattr(message, name, wrap(value, 32))  # proto3 enums are open: any number is kept
         return at
 
     return decode
@@ -172,13 +165,13 @@ def _message_field(name, decoders):
 
 def _seconds(data, at, message):
     value, at = _varint(data, at)
-    message.seconds = _int64(value)
+    message.seconds = wrap(value, 64)
     return at
 
 
 def _nanos(data, at, message):
     value, at = _varint(data, at)
-    message.nanos = _int32(value)
+    message.nanos = wrap(value, 32)
     return at
 
 
