@@ -4,8 +4,9 @@
 queue in real time: a callback scheduled at scenario time `t` runs when the wall clock reaches
 `timebase.wall(t)`, and between callbacks its pollers look at the real world (processes that exited,
 files that appeared) and report what they find to the actors. Ties in time run in the order they were
-scheduled; a `late` callback runs after every other callback of the same instant (propeller's round
-sees everything that happened at the moment it looks).
+scheduled; a `LATE` callback runs after the other callbacks of the same instant (a reconcile reads what the
+instant's events did), and a `LAST` one after those too (propeller's round sees everything that happened at the
+moment it looks).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ Poller = Callable[[], None]
 class DeadlineExceeded(RuntimeError):
     """A wall-clock run went past its deadline (the message says what was still running)."""
 
+
+#: when in its instant a callback runs (`Clock.at`'s `late`): at its place, after those, after everything
+LATE, LAST = 1, 2
 
 #: A callback waiting in the queue, as the queue holds it: [when, late, sequence, callback]. A list, not an object
 #: of a class of its own: a simulation queues tens per attempt, and a list is made at C speed. `cancel` it when the
@@ -48,16 +52,21 @@ class Clock:
         self._queue: list[Scheduled] = []
         self._sequence = 0
 
-    def at(self, when: float, callback: Callable[[], None], late: bool = False) -> Scheduled:
-        """Run `callback` at scenario time `when` (never before now); `late`: after the instant's other callbacks.
+    def at(self, when: float, callback: Callable[[], None], late: int = 0) -> Scheduled:
+        """Run `callback` at scenario time `when` (never before now); `late` (`LATE`, `LAST`): after the instant's
+        callbacks of a lower `late`.
         The moment is put on the nanosecond (`on_the_clock`), so moments the scenario's decimals make equal are equal
         here, whatever float sums led to them."""
         when = on_the_clock(when)
-        now = self.now
+        now = self._not_before()
         self._sequence = sequence = self._sequence + 1
-        scheduled = [when if when > now else now, 1 if late else 0, sequence, callback]
+        scheduled = [when if when > now else now, late, sequence, callback]
         heappush(self._queue, scheduled)
         return scheduled
+
+    def _not_before(self) -> float:
+        """The earliest moment a callback can be queued for: now, as simulated time never runs back."""
+        return self.now
 
     def next_callback(self) -> float:
         """When the next callback waiting in the queue runs (inf when none waits): nothing happens before it."""
@@ -98,6 +107,11 @@ class WallClock(Clock):
         self.linger_after_verdict = linger_after_verdict
         self.poll_interval = poll_interval
         self.now = timebase.scenario(time.time())
+
+    def _not_before(self) -> float:
+        """Any moment: a callback for a moment the wall clock has passed (one a late callback asks for, counted from its
+        own moment) runs at once, and keeps its place before the due callbacks of later moments."""
+        return -math.inf
 
     def next_callback(self) -> float:
         """Now: the real world (a process, a file) may change at any moment, whatever the queue holds."""

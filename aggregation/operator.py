@@ -29,13 +29,20 @@ something wakes a reconcile: in v1.8.0 the PyTorchJob reconciler's work queue is
 Once the job is finished, the RunPolicy's TTLSecondsAfterFinished (`job.ttl_seconds_after_finished`) has the operator
 delete the job itself (`CleanupJob`): at the first reconcile at or past its CompletionTime, read back in whole seconds,
 plus the TTL. The reconcile that finishes the job cannot (`Reconcile` looks at the status it fetched, still running);
-the one its status update wakes (`job.cleanup_seconds` plus the queue's `job.reconcile_seconds` later) deletes it or
-asks for a requeue at the expiry (`DurationUntilExpireTime` -> `RequeueAfter`, a real requeue, unlike `AddAfter`,
-which waits in the queue as any other). Where the job's creation (the model's 0) falls within its second is unknown,
-so the deletion can fall anywhere within a second (`DeletionWindow`): the model plays the job as created at a whole
-second, and tells propeller the window, whose rounds refuse to look inside it. Past a RunPolicy limit, the reconcile
-that fails the job runs `CleanupJob` with the CompletionTime it has just set (not yet truncated), so a negative TTL
-deletes the job there, before its Failed condition is written.
+every later one can: the one its status update wakes (`job.cleanup_seconds` plus the queue's `job.reconcile_seconds`
+later), one that any pod update wakes, one that a Succeeded job's own status write wakes (`ReconcileJobs` moves the
+replicas it counted Active to Succeeded), and the requeue at the expiry that a reconcile before it asks for
+(`DurationUntilExpireTime` -> `RequeueAfter`, a real requeue, unlike `AddAfter`, which waits in the queue as any other).
+Where the job's creation (the model's 0) falls within its second is unknown, so the expiry can fall anywhere within a
+second (`TtlDeletion`): the model plays the job as finished on a whole second of the cluster's clock (the latest
+expiry), and tells propeller, whose rounds refuse to look while the job may or may not be gone. Past a RunPolicy
+limit, the reconcile that fails the job runs `CleanupJob` with the CompletionTime it has just set (not yet truncated),
+so a negative TTL deletes the job there, before its Failed condition is written.
+
+The operator reads the job from its informer cache, which gets the operator's own status writes `job.cleanup_seconds`
+later. A reconcile that reads the job before that acts on the older status (a RunPolicy limit's deletions, a new pod in
+a removed pod's slot), and its own write, carrying the old resourceVersion, conflicts: nothing it decides is written,
+and the work queue's rate limiter adds the key back (client-go's 5 ms, doubling; `_stale_reconcile`).
 
 The cluster's latencies are the scenario's (`job.pod_status_seconds`, `job.reconcile_seconds`, `job.cleanup_seconds`;
 0 by default: the operator hears, decides and cleans up at once). The same operator runs simulated and real jobs: it
@@ -45,10 +52,10 @@ only hears of pod exits and deletions, and asks for deletions.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from enum import Enum
 from typing import Callable, Optional
 
-from aggregation.engine import Clock
+from aggregation.engine import LATE, Clock, Scheduled, cancel
 from aggregation.kinds import CleanPodPolicy, JobCondition, ReplicaMapOrder, RunPolicyLimit
 from aggregation.nanoseconds import on_the_clock
 from aggregation.scenario import ModelRefusal
@@ -96,37 +103,96 @@ class PodRecreation(ModelRefusal):
         self.kind = f"the operator would re-create deleted pod {pod} (attempt {attempt})"
 
 
-@dataclass(frozen=True)
-class DeletionWindow:
-    """When the TTL deletes a finished job, as far as the model can know it. `CleanupJob` reads the CompletionTime
-    back in whole seconds of the cluster's clock, and the model's 0 (the job's creation) may fall anywhere in its
-    second: read on the model's clock, the CompletionTime is any moment in (completed - 1, completed], so the expiry
-    any one in (completed + ttl - 1, completed + ttl]. The reconcile that first runs `CleanupJob` (at `reconciled`)
-    deletes a job whose expiry has passed and requeues the rest to their expiry (`reconcile_delay` later). So the
-    deletion falls in [earliest, latest], `earliest` excluded unless some expiry had passed at that reconcile."""
+class TtlState(Enum):
+    """What a look at the job finds, as far as the TTL's deletion goes, over every moment the job's creation may fall
+    on within its second."""
 
-    earliest: float
-    earliest_included: bool
-    latest: float
-    ttl: int
-    completed_at: float
+    KEPT = "kept"  # the job is there, wherever its creation fell
+    DELETED = "deleted"  # the job is gone, wherever its creation fell
+    UNSETTLED = "unsettled"  # there for some creation moments, gone for others
 
-    @staticmethod
-    def after(completed_at, ttl: int, reconciled, reconcile_delay) -> "DeletionWindow | None":
-        """The window of a job that finished at `completed_at`; None where the deletion's moment is known (every
-        expiry passed by that reconcile: a TTL of 0 or less, or a late reconcile)."""
+
+#: client-go's `DefaultControllerRateLimiter` (controller-runtime v0.17.2's default for every controller): a reconcile
+#: that returns an error is added back after 5 ms, doubled at each further error of the same key until one succeeds
+#: (`ItemExponentialFailureRateLimiter(5ms, 1000s)`; its 10-per-second bucket, 100 deep, never binds this few)
+RETRY_BASE_SECONDS = 0.005
+
+
+class TtlDeletion:
+    """When RunPolicy.TTLSecondsAfterFinished deletes a finished job, as far as the model can know it.
+
+    `CleanupJob` reads the CompletionTime back in whole seconds of the cluster's clock, and the model's 0 (the job's
+    creation) may fall anywhere in its second: read on the model's clock, the CompletionTime is any moment in
+    (completed - 1, completed], so the expiry any one in (`first_expiry`, `last_expiry`]. Every reconcile that reads
+    the finished status runs `CleanupJob`: one at or after the expiry deletes the job; a successful one before it has
+    `Reconcile` requeue the key at the expiry, where it waits `reconcile_delay` as any other. So, for an expiry e, the
+    job is deleted at the first such reconcile at or after e, or at e + `reconcile_delay` if a successful one came
+    before e, whichever is first, which is monotone in e: the job is gone for every creation moment once it is for the
+    last expiry, and there for every one while it is for expiries just past the first.
+
+    The reconciles are those the model plays (`reconciled`), which wake on pod updates, the operator's own status
+    writes and retries, none of which depends on the creation moment. One waker has no time in the model: the kubelet
+    removes a deleted pod once it has exited, and that removal wakes a reconcile, at any moment from `removal_from` on.
+    The model plays the job as finished on a whole second of the cluster's clock (the CompletionTime read back is the
+    finish itself), which gives the last expiry and so the latest deletion: everything a look before it depends on has
+    been played."""
+
+    def __init__(self, completed_at, ttl: int, reconcile_delay, read_back_at) -> None:
+        self.completed_at = completed_at
+        self.ttl = ttl
+        self.reconcile_delay = reconcile_delay
         # on the nanosecond, as every moment on the clock is, so that a float run decides as an exact one does
-        first_expiry, last_expiry = on_the_clock(completed_at + (ttl - 1)), on_the_clock(completed_at + ttl)
-        if reconciled >= last_expiry:
-            return None
-        latest = on_the_clock(last_expiry + reconcile_delay)  # requeued to the expiry at its latest
-        if reconciled > first_expiry:  # passed for some creation moments: deleted at this reconcile
-            return DeletionWindow(reconciled, True, latest, ttl, completed_at)
-        return DeletionWindow(on_the_clock(first_expiry + reconcile_delay), False, latest, ttl, completed_at)
+        self.first_expiry = on_the_clock(completed_at + (ttl - 1))
+        self.last_expiry = on_the_clock(completed_at + ttl)
+        self._reconciles: list = []  # every reconcile that ran CleanupJob, in time order
+        self._first_requeue: Optional[float] = None  # the first successful one (it asked for a requeue, or deleted)
+        self._removal_from: Optional[float] = None  # from when a removed pod's reconcile may run CleanupJob
+        self._read_back_at = read_back_at  # a reconcile before this reads the job running: no CleanupJob
 
-    def unsettled_at(self, at) -> bool:
-        """Whether the job may or may not be gone by a look at `at` (made after that instant's other events)."""
-        return (at > self.earliest or (self.earliest_included and at == self.earliest)) and at < self.latest
+    def reconciled(self, at, succeeded: bool) -> None:
+        """A reconcile at `at` read the finished status and ran `CleanupJob`; `succeeded`: it returned no error, so it
+        asked for the requeue at the expiry (if not past it)."""
+        self._reconciles.append(at)
+        if succeeded and self._first_requeue is None:
+            self._first_requeue = at
+
+    def removal_may_wake(self, earliest) -> None:
+        """A pod's removal may wake a reconcile at any moment from `earliest` on, which runs `CleanupJob` if it reads
+        the finished status back."""
+        if earliest < self._read_back_at:
+            earliest = self._read_back_at
+        if self._removal_from is None or earliest < self._removal_from:
+            self._removal_from = earliest
+
+    def state_at(self, at) -> TtlState:
+        """What a look at `at` (after that instant's other events) finds."""
+        first, last, wait = self.first_expiry, self.last_expiry, self.reconcile_delay
+        requeue = self._first_requeue
+        # gone for the last expiry: a reconcile at or after it (the model's own, the requeue to it, among them)
+        if any(last <= moment <= at for moment in self._reconciles):
+            return TtlState.DELETED
+        # there for expiries just past the first: no reconcile since (nor a removal's), and no requeue to one due yet
+        if first < at:
+            if any(first < moment <= at for moment in self._reconciles):
+                return TtlState.UNSETTLED
+            if self._removal_from is not None and self._removal_from <= at:
+                return TtlState.UNSETTLED
+        if requeue is not None and requeue < last:
+            since = requeue if requeue > first else first
+            if on_the_clock(since + wait) < at:
+                return TtlState.UNSETTLED
+        return TtlState.KEPT
+
+    def kept_until(self):
+        """As things stand, the moment before which every look finds the job (None: no such bound): a requeue to an
+        expiry just past the first, or a removed pod's reconcile, may delete it from then on. Only a reconcile brings it
+        earlier, and a reconcile is a callback on the clock (which bounds a batch of propeller's rounds already)."""
+        first, requeue, ends = self.first_expiry, self._first_requeue, []
+        if requeue is not None and requeue < self.last_expiry:
+            ends.append(on_the_clock((requeue if requeue > first else first) + self.reconcile_delay))
+        if self._removal_from is not None:
+            ends.append(self._removal_from if self._removal_from > first else first)
+        return min(ends) if ends else None
 
 
 def map_order_field(attempt: int) -> str:
@@ -153,7 +219,7 @@ class TrainingOperator:
         attempt: int = 0,
         listed: bool = True,
         reconcile_delay: float = 0.0,
-        deletion_window: Optional[Callable[[DeletionWindow], None]] = None,
+        ttl_deletion: Optional[Callable[[TtlDeletion], None]] = None,
     ) -> None:
         self.elastic = elastic
         self.pods = pods
@@ -172,14 +238,23 @@ class TrainingOperator:
         self.attempt = attempt  # which attempt this job is (0 the first), for the field that pins its map order
         self.listed = listed  # whether the scenario lists the attempt (has the field to pin it)
         self.reconcile_delay = reconcile_delay  # a pod update wakes a reconcile -> the reconcile reads the pods
-        self.deletion_window = deletion_window  # told when the TTL's deletion can fall anywhere in a window
+        self.ttl_deletion = ttl_deletion  # told of the finished job's TTL, to ask when the job may be gone
+        self.ttl: Optional[TtlDeletion] = None  # the finished job's TTL, once it has one
         self.job_deleted = False
         self.exited: dict[str, int] = {}  # the pods whose exit the operator has heard of, with their exit codes
         self._heard_at: dict[str, float] = {}  # when the operator heard of each exit
         self.deleting: dict[str, float] = {}  # pods with a deletion mark (a preemption's) -> when, in mark order
         self.condition: Optional[JobCondition] = None
-        self._reconcile_due = False
+        self._reconcile_due: Optional[Scheduled] = None  # the reconcile the work queue holds the job's key for
         self._status_written = (0, 0)  # what the last reconcile wrote: how many pods it counted exited and deleted
+        self._read_back_at = 0.0  # when the operator's last status write reaches its informer cache
+        self._finish_read_back_at = math.inf  # when the terminal condition does
+        self._completed_at = 0.0  # the terminal condition's CompletionTime (the moment it was set)
+        self._active_at_finish = False  # a Succeeded job's status counted a pod Active (a running one)
+        self._retries = 0  # the work queue's rate limiter: errors of the job's key since its last success
+        self._cleaned: set[str] = set()  # pods the operator itself deleted
+        self._removals: list = []  # from when each removed pod's reconcile may run
+        self._requeued = False  # a finished reconcile asked for the requeue at the expiry
 
     def pod_exited(self, pod: str, exit_code: int) -> None:
         """The pod's container exited: the operator hears of it `pod_status_delay` later (the kubelet's status
@@ -189,6 +264,8 @@ class TrainingOperator:
     def _heard_exit(self, pod: str, exit_code: int) -> None:
         self.exited[pod] = exit_code
         self._heard_at[pod] = self.clock.now
+        if pod in self.deleting:
+            self._may_be_removed()
         self._wake()
 
     def pod_deleted(self, pod: str) -> None:
@@ -197,28 +274,77 @@ class TrainingOperator:
         server's own, so the operator's watch hears of it with no kubelet in between."""
         if pod not in self.deleting:
             self.deleting[pod] = self.clock.now
+            if pod in self.exited:
+                self._may_be_removed()
             self._wake()
 
-    def _wake(self) -> None:
+    def _may_be_removed(self) -> None:
+        """A pod with a deletion mark whose exit the operator has heard of is removed by the kubelet, and the removal
+        wakes a reconcile, at a moment the model does not place: from now on (the reconcile `reconcile_delay` later,
+        and no earlier than the finished status is read back). A running job refuses the reconcile that may meet the
+        empty slot (`_refuse_a_re_created_pod`); a finished job's TTL may run then (`TtlDeletion.removal_may_wake`)."""
+        earliest = on_the_clock(self.clock.now + self.reconcile_delay)
+        self._removals.append(earliest)
+        if self.ttl is not None:
+            self.ttl.removal_may_wake(earliest)
+
+    def _wake(self, moment=None) -> None:
         """A pod update wakes a reconcile (`OnDependentUpdateFunc` adds the job's key to the work queue). It runs
         `reconcile_delay` later, after that instant's other events (the watch and the work queue take time, however
         little), and reads every pod as the API server holds it by then: every change heard until it runs joins
-        it (the queue holds a key once), and is decided together."""
-        if self.condition is None and not self._reconcile_due:
-            self._reconcile_due = True
-            self.clock.at(self.clock.now + self.reconcile_delay, self._reconcile, late=True)
+        it (the queue holds a key once), and is decided together. A finished job's reconciles only clean up (the pods
+        and the TTL), or, while the finished status has not reached the cache, act on the old one; with nothing of the
+        kind to do, they are not played."""
+        if self.job_deleted:
+            return
+        start = self.clock.now if moment is None else moment
+        due = self._reconcile_due
+        if due is not None:
+            # the queue holds the key once; a timer's wake that a wall clock ran late may come before it, though
+            if moment is None or not start + self.reconcile_delay < due[0]:
+                return
+            cancel(due)
+        elif self.condition is not None and not self._finished_work():
+            return
+        self._reconcile_due = self.clock.at(start + self.reconcile_delay, self._reconcile, late=LATE)
+
+    def _wake_at(self, moment) -> None:
+        """A wake that a timer brings (a status write's event, a retry, a requeue): counted from the timer's moment,
+        which a wall clock reaches a little late, so that its reconcile keeps its place before propeller's round of
+        the same instant."""
+        self.clock.at(moment, lambda: self._wake(moment))
+
+    def _finished_work(self) -> bool:
+        """Whether a finished job's reconcile woken now can change anything: CleanPodPolicy's deletions or the TTL, or,
+        on the old status (the finish not yet read back), the deadline's deletions or a removed pod's slot."""
+        if self.clean_pod_policy is not CleanPodPolicy.NONE or self.ttl_after_finished is not None:
+            return True
+        if self.active_deadline is None and not self._removals:
+            return False
+        return self.clock.now + self.reconcile_delay < self._finish_read_back_at
 
     def _reconcile(self) -> None:
-        """`ReconcileJobs` (the RunPolicy's limits first) -> `UpdateJobReplicaStatuses` (each pod by its phase: a heard
-        exit 0 succeeded, non-zero failed, a running pod with a deletion mark failed) -> `UpdateJobStatus`, with
-        RestartPolicy Never. A job still running whose replica counts changed gets its status written (only then:
-        `reflect.DeepEqual` against the old status), and that write is a job update, which the PyTorchJob watch passes
-        (it filters creations only) and which wakes the next reconcile: `cleanup_delay` later its event reaches the
-        work queue, which holds it `reconcile_delay`. That reconcile reads the pods and the deadline again. With
-        neither latency it would run at this instant and change nothing, so the model skips it."""
-        self._reconcile_due = False
-        if self.condition is not None:
+        """`Reconcile` reads the job from the operator's informer cache, which gets its own status writes
+        `cleanup_delay` after it made them: a finished status read back -> the cleanup (`_finished_reconcile`); an older
+        status -> `_stale_reconcile`; the status as written -> `ReconcileJobs` on a running job (the RunPolicy's limits
+        first) -> `UpdateJobReplicaStatuses` (each pod by its phase: a heard exit 0 succeeded, non-zero failed, a
+        running pod with a deletion mark failed) -> `UpdateJobStatus`, with RestartPolicy Never. A job still running
+        whose replica counts changed gets its status written (only then: `reflect.DeepEqual` against the old status),
+        and that write is a job update, which the PyTorchJob watch passes (it filters creations only) and which wakes
+        the next reconcile: `cleanup_delay` later its event reaches the work queue, which holds it `reconcile_delay`.
+        That reconcile reads the pods and the deadline again. With neither latency it would run at this instant and
+        change nothing, so the model skips it."""
+        self._reconcile_due = None
+        if self.job_deleted:
             return
+        now = self.clock.now
+        if now >= self._finish_read_back_at:
+            self._finished_reconcile()
+            return
+        if now < self._read_back_at:
+            self._stale_reconcile()
+            return
+        self._retries = 0  # the key's errors are forgotten once a reconcile succeeds
         self._update_job_status()
         counted = [pod for pod in self.deleting if pod in self.exited]  # heard at this instant: gone ones refused
         if self.condition is None and counted:
@@ -227,7 +353,46 @@ class TrainingOperator:
         if self.condition is None and written != self._status_written:
             self._status_written = written
             if self.cleanup_delay or self.reconcile_delay:
-                self._after(self.cleanup_delay, self._wake)
+                self._status_write()
+
+    def _back_at(self):
+        """When a status write made now is back in the operator's cache (now itself with no latency: a wall clock's now
+        is no whole nanosecond)."""
+        return on_the_clock(self.clock.now + self.cleanup_delay) if self.cleanup_delay else self.clock.now
+
+    def _status_write(self) -> None:
+        """The operator writes the job's status: back in its cache `cleanup_delay` later, which wakes a reconcile."""
+        self._read_back_at = self._back_at()
+        if self.cleanup_delay:
+            self._wake_at(self._read_back_at)
+        else:
+            self._wake()
+
+    def _stale_reconcile(self) -> None:
+        """A reconcile that reads the job before the operator's last status write has reached its cache: it acts on the
+        older, running status (`ReconcileJobs`: a RunPolicy limit's deletions and `CleanupJob`, or `ReconcilePods`'
+        new pod in a removed pod's slot, refused), and the status it then writes carries the old resourceVersion: the
+        API server refuses it (a conflict), `Reconcile` returns the error, and the work queue's rate limiter adds the
+        key back (`RETRY_BASE_SECONDS`, doubling). Nothing it decides is written: the terminal condition comes from a
+        reconcile that reads the status back."""
+        now = self.clock.now
+        limit = self._limit_passed()
+        if limit is not None:
+            self._delete_running(limit)
+            self._cleanup_job(now, requeue=False)  # the CompletionTime it has just set on its copy
+        else:
+            gone = [pod for pod in self.deleting if pod in self.exited and self._heard_at[pod] < now]
+            if gone:
+                self._refuse_a_re_created_pod(gone[0], counted=False)
+        self._retry()
+
+    def _retry(self) -> None:
+        """`Reconcile` returned an error: `AddRateLimited`, 5 ms after the first error, doubling with each."""
+        if self.job_deleted:
+            return
+        delay = RETRY_BASE_SECONDS * (1 << self._retries)
+        self._retries += 1
+        self._wake_at(on_the_clock(self.clock.now + delay))
 
     def _update_job_status(self) -> None:
         succeeded = [pod for pod in self.pods if self.exited.get(pod) == 0]
@@ -326,7 +491,7 @@ class TrainingOperator:
         self._cleanup_job(self.clock.now, requeue=False)
         if self.job_deleted:
             why += "; the condition is never written: the job is deleted first"
-        self._fail(why, message, clean_up=False)
+        self._fail(why, message)
 
     def _failed(self, failed: list[str], master_succeeded: bool = False) -> None:
         """`UpdateJobStatus`' Failed condition (RestartPolicy Never): its message counts the failed replicas of the
@@ -356,50 +521,79 @@ class TrainingOperator:
         why = "a running pod with a deletion timestamp counts as failed (RestartPolicy Never)"
         return f"pod {pod} is being deleted: {why}"
 
-    def _fail(self, why: str, message: str, clean_up: bool = True) -> None:
+    def _fail(self, why: str, message: str) -> None:
         """The Failed condition with the operator's message, under its Reason (`util.NewReason`)."""
-        self._terminal(JobCondition.FAILED, why, f"{FAILED_REASON} - {message}", clean_up)
+        self._terminal(JobCondition.FAILED, why, f"{FAILED_REASON} - {message}")
 
-    def _terminal(self, condition: JobCondition, why: str, message: str = "", clean_up: bool = True) -> None:
-        """The job's terminal condition, with its `Reason - Message` as flyteplugins' `GetPhaseInfo` quotes it."""
+    def _terminal(self, condition: JobCondition, why: str, message: str = "") -> None:
+        """The job's terminal condition, with its `Reason - Message` as flyteplugins' `GetPhaseInfo` quotes it. The
+        status write is a job update: `cleanup_delay` later it is in the operator's cache and wakes the reconcile that
+        first reads the job finished; with neither latency that reconcile runs within this step (as the model always
+        did)."""
+        now = self.clock.now
         self.condition = condition
-        self.on_terminal(condition, why, message)
-        if (clean_up and self.clean_pod_policy is not CleanPodPolicy.NONE) or self.ttl_after_finished is not None:
-            completed_at = self.clock.now
-            # the status write's event reaches the work queue `cleanup_delay` later, and waits there `reconcile_delay`
-            self._after(
-                self.cleanup_delay + self.reconcile_delay, lambda: self._finished_reconcile(clean_up, completed_at)
-            )
-
-    def _finished_reconcile(self, clean_up: bool, completed_at: float) -> None:
-        """The reconcile the terminal status update wakes: `ReconcileJobs` on a finished job -> `CleanUpResources`
-        (CleanPodPolicy's deletions, done already on a RunPolicy limit's path) -> `CleanupJob` (the TTL)."""
-        if clean_up and self.clean_pod_policy is not CleanPodPolicy.NONE:
-            self._delete_running(self.clean_pod_policy)
+        self._completed_at = now
+        self._active_at_finish = condition is JobCondition.SUCCEEDED and any(
+            pod not in self.exited and pod not in self.deleting for pod in self.pods
+        )
+        self._read_back_at = self._finish_read_back_at = self._back_at()
         ttl = self.ttl_after_finished
-        if ttl is not None and not self.job_deleted and self.deletion_window is not None:
-            window = DeletionWindow.after(completed_at, ttl, self.clock.now, self.reconcile_delay)
-            if window is not None:
-                self.deletion_window(window)
-        # CompletionTime as this reconcile reads it, in whole seconds: the model plays a job created at a whole
-        # second, one of the window's moments; propeller refuses to look inside the window
-        self._cleanup_job(math.floor(completed_at), requeue=True)
+        if ttl is not None and not self.job_deleted:
+            self.ttl = TtlDeletion(now, ttl, self.reconcile_delay, self._finish_read_back_at)
+            for earliest in self._removals:  # a pod removed from now on wakes a reconcile of the finished job
+                self.ttl.removal_may_wake(earliest)
+            if self.ttl_deletion is not None:
+                self.ttl_deletion(self.ttl)
+        self.on_terminal(condition, why, message)
+        if self._finished_work() and not self.job_deleted:
+            if self.cleanup_delay:
+                self._wake_at(self._read_back_at)
+            elif self.reconcile_delay:
+                self._wake()
+            else:
+                self._finished_reconcile()
+
+    def _finished_reconcile(self) -> None:
+        """A reconcile that reads the finished status: `ReconcileJobs` on a finished job -> `CleanUpResources`
+        (CleanPodPolicy's deletions; already done on a RunPolicy limit's path) -> `CleanupJob` (the TTL). Then a
+        Succeeded job whose status counted a running pod Active has it counted Succeeded instead, which is a status
+        write: its event wakes another reconcile, and those that read the job before it is back act on the status
+        without it, write it again and meet a conflict (rate-limited, as in `_stale_reconcile`). A reconcile without
+        error asks for the requeue at the expiry (`DurationUntilExpireTime` -> `RequeueAfter`)."""
+        now = self.clock.now
+        conflict = now < self._read_back_at  # the Active -> Succeeded write is not back yet
+        if self.clean_pod_policy is not CleanPodPolicy.NONE:
+            self._delete_running(self.clean_pod_policy)
+        if self.ttl is not None:
+            self.ttl.reconciled(now, not conflict)
+            # the CompletionTime as this reconcile reads it back: the finish itself (the model plays the job as
+            # finished on a whole second of the cluster's clock, the latest deletion of `TtlDeletion`'s window)
+            self._cleanup_job(self._completed_at, requeue=not conflict)
+        if self.job_deleted:
+            return
+        if conflict:
+            self._retry()
+            return
+        self._retries = 0
+        if self._active_at_finish:
+            self._active_at_finish = False
+            self._status_write()
 
     def _cleanup_job(self, completion, requeue: bool) -> None:
         """`CleanupJob`: the job is deleted once now is past its CompletionTime plus the TTL. Before that it asks the
         no-op work queue (`AddAfter`); on a finished job `Reconcile` then requeues for real at the expiry
-        (`util.DurationUntilExpireTime` -> `RequeueAfter`), whose reconcile deletes it."""
+        (`util.DurationUntilExpireTime` -> `RequeueAfter`), where the key waits as any other."""
         ttl = self.ttl_after_finished
         if ttl is None or self.job_deleted:
             return
-        expires = completion + ttl
+        expires = on_the_clock(completion + ttl)
         why = f"RunPolicy.TTLSecondsAfterFinished {ttl} s after its CompletionTime {completion:g} s"
         if self.clock.now >= expires:
             # `currentTime.After(expireTime)`: a reconcile's time.Now() is a little past the moment the model places it
             self._delete_job(f"{why}: expired by this reconcile")
-        elif requeue:
-            # `RequeueAfter` puts the key back in the work queue at the expiry, where it waits as any other
-            self.clock.at(expires + self.reconcile_delay, lambda: self._delete_job(f"{why}: the requeue at its expiry"))
+        elif requeue and not self._requeued:
+            self._requeued = True  # the delaying queue holds the key once, at the earliest time asked
+            self._wake_at(expires)
 
     def _delete_job(self, why: str) -> None:
         """`CleanupJob` -> `DeleteJob`: the PyTorchJob object is gone (no finalizer holds it: flyteplugins injects none
@@ -417,7 +611,13 @@ class TrainingOperator:
 
     def _delete_running(self, cause: CleanPodPolicy | RunPolicyLimit) -> None:
         """Deletes the pods the operator believes running, for CleanPodPolicy's cleanup or a RunPolicy limit (a pod
-        that exited unheard is deleted too: the kubelet has nothing left to stop)."""
+        that exited unheard is deleted too: the kubelet has nothing left to stop), each once: a reconcile that deletes
+        them again changes nothing. CleanPodPolicy All deletes the exited ones too, which have no container to stop:
+        the kubelet just removes them. Each deletion mark is a pod update, which wakes a reconcile."""
         for pod in self.pods:
+            if pod in self._cleaned or (pod in self.exited and cause is not CleanPodPolicy.ALL):
+                continue
+            self._cleaned.add(pod)
             if pod not in self.exited:
                 self.delete_pod(pod, cause)
+            self.pod_deleted(pod)

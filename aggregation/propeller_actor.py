@@ -25,7 +25,7 @@ created and never made false, comes first in that list, so a terminal condition 
 read: the task stays Queued (`GetPhaseInfo`). A terminal condition a second or more after the job's start never
 shares its second; one sooner may or may not, by where in its second the job was created, which no scenario fixes:
 the model refuses that point (`CreatedInTheSameSecond`). For the same reason a round that looks while the TTL may
-or may not have deleted the job (`operator.DeletionWindow`) is refused (`DeletedWithinItsSecond`).
+or may not have deleted the job (`operator.TtlDeletion`) is refused (`DeletedWithinItsSecond`).
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from aggregation.engine import Clock
+from aggregation.engine import LAST, Clock
 from aggregation.explain import explain_store
 from aggregation.kinds import JobCondition
 from aggregation.nanoseconds import on_the_clock
-from aggregation.operator import DeletionWindow
+from aggregation.operator import TtlDeletion, TtlState
 from aggregation.pods import Upload
 from aggregation.propeller import (
     UINT32_MAX,
@@ -92,18 +92,20 @@ class CreatedInTheSameSecond(ModelRefusal):
 
 class DeletedWithinItsSecond(ModelRefusal):
     """Propeller's round looks while the TTL's deletion may or may not have happened: when the operator deletes the
-    job depends on where in its second the job was created (`operator.DeletionWindow`), which no scenario fixes. Says
-    which attempt, the window and the round's instant."""
+    job depends on where in its second the job was created (`operator.TtlDeletion`), which no scenario fixes, or on
+    when the kubelet removes a deleted pod, which the model does not place. Says which attempt, the expiry's second and
+    the round's instant."""
 
-    def __init__(self, attempt: int, window: DeletionWindow, at) -> None:
+    def __init__(self, attempt: int, ttl: TtlDeletion, at) -> None:
         super().__init__(
-            f"attempt {attempt}'s job finished at {window.completed_at:g} s and its {window.ttl} s TTL deletes it "
-            f"between {window.earliest:g} s and {window.latest:g} s, by where in its second the job was created "
+            f"attempt {attempt}'s job finished at {ttl.completed_at:g} s and its {ttl.ttl} s TTL expires after "
+            f"{ttl.first_expiry:g} s and by {ttl.last_expiry:g} s, by where in its second the job was created "
             "(training-operator CleanupJob reads the CompletionTime back in whole seconds), which the model does not "
-            f"fix: propeller's round at {at:g} s may or may not find the job"
+            f"fix; the first reconcile after the expiry deletes it: propeller's round at {at:g} s may or may not find "
+            "the job"
         )
         self.attempt = attempt
-        self.window = window
+        self.ttl = ttl
         self.at = at
         self.kind = f"propeller looks while the TTL may have deleted the job (attempt {attempt})"
 
@@ -144,7 +146,7 @@ class PropellerActor:
         self.last_round_error: Optional[str] = None
         self.condition_message = ""  # the terminal condition's `Reason - Message`
         self.job_found = True  # False once the operator deleted the PyTorchJob (TTLSecondsAfterFinished)
-        self.deletion_window: Optional[DeletionWindow] = None  # when the TTL may delete the job (the operator's)
+        self.ttl: Optional[TtlDeletion] = None  # when the TTL may delete the job (the operator's)
         self.attempt = attempt  # which attempt's job this is (0 the first), for a refusal to name
         self.terminal_at: Optional[float] = None  # when the operator set the terminal condition (the job's start: 0)
         self.observation: Optional[Observation] = None
@@ -157,25 +159,25 @@ class PropellerActor:
         self.terminal_at = self.clock.now
         self._next_round(condition, self.spec.observation_delay)
 
-    def job_deletion_window(self, window: DeletionWindow) -> None:
-        """The operator's TTL deletes the job somewhere in `window`: a round inside it is refused."""
-        self.deletion_window = window
+    def job_ttl(self, ttl: TtlDeletion) -> None:
+        """The finished job has a TTL: a round that may or may not find the job deleted is refused."""
+        self.ttl = ttl
 
     def job_deleted(self) -> None:
         """The PyTorchJob is gone: every round from now on gets NotFound from its Get."""
         self.job_found = False
 
     def _next_round(self, condition: JobCondition, after: float) -> None:
-        self.clock.at(self.clock.now + after, lambda: self.round(condition), late=True)
+        self.clock.at(self.clock.now + after, lambda: self.round(condition), late=LAST)
 
     def round(self, condition: JobCondition) -> None:
         spec = self.spec
         if self.failed_rounds > self.config.workflow_retry_limit:
             self._abort(condition)
             return
-        window = self.deletion_window
-        if window is not None and window.unsettled_at(self.clock.now):
-            raise DeletedWithinItsSecond(self.attempt, window, self.clock.now)
+        ttl = self.ttl
+        if ttl is not None and ttl.state_at(self.clock.now) is TtlState.UNSETTLED:
+            raise DeletedWithinItsSecond(self.attempt, ttl, self.clock.now)
         if not self.job_found:
             # checkResourcePhase: the Get comes before anything else in the round, so no condition and no file counts
             outcome = job_not_found(spec.namespace, spec.job_name)
@@ -218,9 +220,9 @@ class PropellerActor:
         """The next round, `round_retry` later; the rounds before the prefix can change fail alike, in one step."""
         retry, now, limit = self.spec.round_retry, self.clock.now, self.config.workflow_retry_limit
         until = self.unchanged_until()
-        window = self.deletion_window
-        if window is not None and now <= window.earliest < until:
-            until = window.earliest  # a round inside the window runs on its own, to be refused
+        kept_until = self.ttl.kept_until() if self.ttl is not None and self.job_found else None
+        if kept_until is not None and kept_until < until:
+            until = kept_until if kept_until > now else now  # a round that may not find the job runs on its own
         if until == math.inf and limit == UINT32_MAX:
             self.retries_for_ever = condition  # no callback is left: the clock runs dry, nothing is decided
             self.log(Event(now, "propeller", What.ROUNDS_FAIL_FOR_EVER, reason=self.last_round_error or ""))
@@ -240,9 +242,9 @@ class PropellerActor:
             self.failed_rounds = _uint32_sum(self.failed_rounds, alike)
             why = self.last_round_error or ""
             self.log(Event(self.clock.now, "propeller", What.ROUNDS_FAIL_ALIKE, reason=why, count=self.failed_rounds))
-            self.clock.at(last + retry, lambda: self.round(condition), late=True)
+            self.clock.at(last + retry, lambda: self.round(condition), late=LAST)
 
-        self.clock.at(now + retry, fail_alike, late=True)
+        self.clock.at(now + retry, fail_alike, late=LAST)
 
     def _abort(self, condition: JobCondition) -> None:
         """`HandleAbortedWorkflow`: the workflow fails with SYSTEM "Workflow abort failed"."""

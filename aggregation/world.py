@@ -171,7 +171,7 @@ class Attempt:
             self.attempt,
             self.attempt < len(spec.attempts),
             spec.reconcile_delay,
-            lambda window: self.propeller.job_deletion_window(window),
+            lambda ttl: self.propeller.job_ttl(ttl),
         )
         self.propeller = PropellerActor(
             self.clock,
@@ -235,8 +235,8 @@ class Attempt:
     def _preempt(self, pod: str, lands_during_fork: bool, pod_deleted: bool) -> None:
         # a Running pod being deleted counts failed (one that exited unreported is still Running to the API server,
         # `job.pod_status_seconds`); one whose exit it holds is removed, and re-created while the job runs, which the
-        # operator refuses (`operator.PodRecreation`); after the job's end the mark changes nothing
-        if pod_deleted and (pod not in self.operator.exited or self.operator.condition is None):
+        # operator refuses (`operator.PodRecreation`); after the job's end the removal may wake the TTL's cleanup
+        if pod_deleted:
             # the API server marks the pod before the kubelet signals it, and the mark wakes the operator
             self.marked_deleted.add(pod)
             self.log(Event(self.clock.now, "api server", What.POD_DELETED, target=pod, reason="preemption"))

@@ -150,8 +150,9 @@ def test_a_real_job_past_its_deadline_fails_at_a_pod_s_exit_deleting_the_pod_sti
 
 
 def test_a_real_job_deleted_by_its_ttl_before_propeller_looks_fails_on_the_system_budget(tmp_path):
-    """training-operator v1.8.0 `common/job.go` `CleanupJob`: with a 1 s TTL the job is deleted at the next whole
-    second after it finished, before propeller's round 1 s later; flyte v1.16.8 `plugin_manager.go`
+    """training-operator v1.8.0 `common/job.go` `CleanupJob`: with a 1 s TTL the job is deleted within the second after
+    it finished, by propeller's round 1 s later (the model plays the latest moment, the job as finished on a whole
+    second, and its requeue's reconcile comes before the round of the same instant); flyte v1.16.8 `plugin_manager.go`
     `checkResourcePhase` finds no job: SYSTEM `ResourceDeletedExternally`, no file read, and with no system retry
     left (max-node-retries-system-failures 0) the node fails. Real pods, on the wall clock."""
     from flyteidl.core import execution_pb2
@@ -173,7 +174,7 @@ def test_a_real_job_deleted_by_its_ttl_before_propeller_looks_fails_on_the_syste
     assert (attempt.error.code, attempt.error.kind) == ("ResourceDeletedExternally", system)
     [deletion] = [e for e in attempt.timeline if e.kind == "deletes_job"]
     terminal = next(e.at_seconds for e in attempt.timeline if e.kind == "job_terminal")
-    assert terminal < deletion.at_seconds == pytest.approx(int(terminal) + 1, abs=0.1)  # a requeue, on a wall clock
+    assert terminal < deletion.at_seconds == pytest.approx(terminal + 1, abs=0.1)  # a requeue, on a wall clock
 
 
 @pytest.mark.slow

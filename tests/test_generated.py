@@ -14,7 +14,7 @@ from google.protobuf import text_format
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 
-from aggregation.operator import PodRecreation, UndecidedVerdict
+from aggregation.operator import PodRecreation, TtlState, UndecidedVerdict
 from aggregation.propeller_actor import CreatedInTheSameSecond, DeletedWithinItsSecond
 from aggregation.record import execution_to_proto
 from aggregation.simulate import simulate, simulate_each_map_order
@@ -39,11 +39,12 @@ def simulated(message):
     except CreatedInTheSameSecond as refusal:
         assert 0 <= refusal.at < 1 and refusal.attempt < max(1, len(message.attempts)), refusal
     except DeletedWithinItsSecond as refusal:
-        # the TTL's deletion falls within a second (by where the job's creation falls in its own), the round inside it
-        window = refusal.window
-        assert window.ttl == message.job.ttl_seconds_after_finished >= 1, refusal
-        assert window.latest - window.completed_at == pytest.approx(window.ttl + message.job.reconcile_seconds)
-        assert window.latest - window.earliest <= 1 + 1e-9 and window.unsettled_at(refusal.at), refusal
+        # the TTL's expiry falls within a second (by where the job's creation falls in its own), and the round comes
+        # after its start, while the deletion has happened for some of its moments and not for others
+        ttl = refusal.ttl
+        assert ttl.ttl == message.job.ttl_seconds_after_finished, refusal
+        assert ttl.last_expiry - ttl.first_expiry == pytest.approx(1) and ttl.first_expiry < refusal.at, refusal
+        assert ttl.state_at(refusal.at) is TtlState.UNSETTLED, refusal
     except UndecidedVerdict:
         # Go's coin: each order the scenario could pin decides the point (the order itself is tested on its own)
         assert len(simulate_each_map_order(spec_of(message))) >= 2

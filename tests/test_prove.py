@@ -224,11 +224,11 @@ def test_a_ttl_is_proved_against_propeller_s_look_and_the_whole_second_completio
     """training-operator v1.8.0 `common/job.go` `CleanupJob`: the job is deleted once now is past its CompletionTime,
     read back in whole seconds of the cluster's clock, plus the TTL. The job finishes at 104.4 s + `exit_seconds`
     (pod b, not rank 0, raises IgnoreOutputs and uploads nothing: its exit succeeds the elastic job), and where in its
-    second the job was created no scenario says, so a 1 s TTL deletes it at some moment within the second after
-    `finish + 1` (`operator.DeletionWindow`). Propeller's round `observation_delay` after the finish (flyte
-    `plugin_manager.go` `checkResourcePhase`) finds the job at once (delay 0: SUCCEEDED), finds none a second or more
-    later (RetriesExhausted|ResourceDeletedExternally), and in between may do either: refused, whatever the fraction of
-    the finish. Every witness replays."""
+    second the job was created no scenario says, so a 1 s TTL expires at some moment within the second up to
+    `finish + 1`, and the requeue to it deletes the job there (`operator.TtlDeletion`). Propeller's round
+    `observation_delay` after the finish (flyte `plugin_manager.go` `checkResourcePhase`) finds the job at once (delay
+    0: SUCCEEDED), finds none a second or more later (RetriesExhausted|ResourceDeletedExternally), and in between may
+    do either: refused, whatever the fraction of the finish. Every witness replays."""
     path = tmp_path / "ttl.textproto"
     path.write_text(
         'plugin: RECOVERABLE job { pods: "a" pods: "b" ttl_seconds_after_finished: 1 } '

@@ -814,7 +814,8 @@ def test_a_job_deleted_before_propeller_looks_is_retried_on_the_system_budget_th
         error = attempt.outcome.error
         assert (error.code, error.kind, error.message) == ("ResourceDeletedExternally", "SYSTEM", NOT_FOUND)
         [deletion] = [e for e in attempt.timeline if e.what is What.DELETES_JOB]
-        assert deletion.at == math.floor(attempt.job_terminal_at) + 5
+        # the latest moment the TTL can delete it: the model plays the job as finished on a whole second
+        assert deletion.at == pytest.approx(attempt.job_terminal_at + 5, abs=1e-9)
     assert [a.decision.next_state.system_failures for a in execution.attempts] == [1, 2, 3, 3]
     assert execution.attempts[-1].decision.message == f"[3/3] currentAttempt done. Last Error: SYSTEM::{NOT_FOUND}"
     assert simulate(scenario(job="ttl_seconds_after_finished: 20")).final_phase.value == "SUCCEEDED"
@@ -829,15 +830,17 @@ def test_the_ttl_deletes_within_a_second_that_only_the_job_s_creation_places(del
     moment in (105.1 s, 106.1 s], the requeue `Reconcile` asks for (`util.DurationUntilExpireTime` -> `RequeueAfter`)
     deleting it. Propeller's round at 105.1 s finds it; one at 106.1 s does not, and is retried on the system budget
     (flyte `plugin_manager.go` `checkResourcePhase`); one in between is refused (`DeletedWithinItsSecond`), naming
-    the window, where the model used to place the deletion at 106 s as if the job had been created at a whole second."""
+    the expiry's second. The model plays the job as finished on a whole second of the cluster's clock: it deletes at
+    106.1 s, the latest moment it can, so that every look before it depends only on what the model has played."""
     spec = scenario(job="ttl_seconds_after_finished: 1", delay=delay)
     if found is None:
         with pytest.raises(
             DeletedWithinItsSecond,
             match=re.escape(
-                "attempt 0's job finished at 105.1 s and its 1 s TTL deletes it between 105.1 s and 106.1 s, by where "
+                "attempt 0's job finished at 105.1 s and its 1 s TTL expires after 105.1 s and by 106.1 s, by where "
                 "in its second the job was created (training-operator CleanupJob reads the CompletionTime back in "
-                f"whole seconds), which the model does not fix: propeller's round at {105.1 + delay:g} s may or may not"
+                "whole seconds), which the model does not fix; the first reconcile after the expiry deletes it: "
+                f"propeller's round at {105.1 + delay:g} s may or may not find the job"
             ),
         ):
             simulate(spec)
@@ -847,7 +850,7 @@ def test_the_ttl_deletes_within_a_second_that_only_the_job_s_creation_places(del
     assert attempt.job_condition == found
     if found == "Deleted":  # (the attempt's story ends at propeller's verdict, every pod having exited)
         [(at, reason)] = [(e.at, e.reason) for e in attempt.timeline if e.what is What.DELETES_JOB]
-        assert at == 106 and "the requeue at its expiry" in reason
+        assert at == 106.1 and "expired by this reconcile" in reason  # the requeue's reconcile
 
 
 @pytest.mark.parametrize(
@@ -862,7 +865,7 @@ def test_rounds_that_fail_alike_stop_at_the_ttl_s_window_and_the_one_inside_it_i
     events = "events { at_seconds: 100 storage_outage { duration_seconds: 50 } }"
     settings = f"max_workflow_retries: {budget}" + (f" round_retry_seconds: {retry}" if retry else "")
     spec = scenario(events, job="ttl_seconds_after_finished: 5", delay=f"0 {settings}")
-    with pytest.raises(DeletedWithinItsSecond, match=rf"between 109\.1 s and 110\.1 s, .* round at {refused_at} s"):
+    with pytest.raises(DeletedWithinItsSecond, match=rf"after 109\.1 s and by 110\.1 s, .* round at {refused_at} s"):
         simulate(spec)
 
 
@@ -879,16 +882,17 @@ def test_the_first_cleanup_is_the_reconcile_the_terminal_status_update_wakes(del
 
 
 def test_the_garbage_collector_stops_the_pods_a_deleted_job_leaves_running():
-    """An elastic job succeeds at pod b's exit (30.73 s) while pod a still runs, and CleanPodPolicy None spares it. At
-    31 s the TTL deletes the job, and the garbage collector deletes the pods it owns: pod a's SIGTERM."""
+    """An elastic job succeeds at pod b's exit (30.78 s) while pod a still runs, and CleanPodPolicy None spares it. At
+    31.78 s (the latest moment it can) the TTL deletes the job, and the garbage collector deletes the pods it owns: pod
+    a's SIGTERM."""
     events = 'events { at_seconds: 30 pod: "b" preemption {} }'
     attempt = simulate(scenario(events, job="ttl_seconds_after_finished: 1")).attempts[0]
-    assert attempt.job_condition == "Deleted" and attempt.exits["a"][1] > 31
+    assert attempt.job_condition == "Deleted" and attempt.exits["a"][1] > 31.78
     [gc] = [e for e in attempt.timeline if e.what is What.DELETES_POD]
-    assert (gc.actor, gc.target, gc.at) == ("garbage collector", "a", 31)
+    assert (gc.actor, gc.target, gc.at) == ("garbage collector", "a", 31.78)
     assert gc.describe() == "its owner, the PyTorchJob, is gone: deletes a"
     [sigterm] = [e for e in attempt.timeline if e.what is What.SIGTERM and e.target == "a"]
-    assert (sigterm.at, sigterm.reason) == (31, "garbage collector: its PyTorchJob is gone")
+    assert (sigterm.at, sigterm.reason) == (31.78, "garbage collector: its PyTorchJob is gone")
     plain = simulate(scenario(events)).attempts[0]
     assert not any(e.what is What.SIGTERM and e.target == "a" for e in plain.timeline)
 
@@ -921,11 +925,11 @@ def test_past_a_limit_a_negative_ttl_deletes_the_job_before_its_failed_condition
     assert (finished.job_condition, deletion.at) == ("Deleted", finished.job_terminal_at)
 
 
-@pytest.mark.parametrize("ttl, deleted_at, why", [(1, 7.5, "expired by this reconcile"), (3, 8, "the requeue")])
-def test_the_operator_deletes_at_the_later_of_its_cleanup_reconcile_and_the_expiry(ttl, deleted_at, why):
-    """The operator on its own clock: a job finished at 5.5 s (CompletionTime 5 s), its status update's reconcile 2 s
-    later. `CleanupJob` there deletes a job whose expiry has passed (5 + 1 < 7.5); otherwise `Reconcile` requeues at
-    the expiry (5 + 3), which deletes it."""
+@pytest.mark.parametrize("ttl, deleted_at", [(1, 7.5), (3, 8.5)])
+def test_the_operator_deletes_at_the_later_of_its_cleanup_reconcile_and_the_expiry(ttl, deleted_at):
+    """The operator on its own clock: a job finished at 5.5 s (its CompletionTime, played as a whole second of the
+    cluster's clock), its status update's reconcile 2 s later. `CleanupJob` there deletes a job whose expiry has passed
+    (5.5 + 1 < 7.5); otherwise `Reconcile` requeues at the expiry (5.5 + 3), whose reconcile deletes it."""
     clock, deleted = Clock(), []
     operator = TrainingOperator(
         True,
@@ -941,7 +945,94 @@ def test_the_operator_deletes_at_the_later_of_its_cleanup_reconcile_and_the_expi
     clock.at(5.5, lambda: operator.pod_exited("a", 0))
     clock.run(lambda: False)
     [(at, reason)] = deleted
-    assert at == deleted_at and why in reason
+    assert at == deleted_at and "expired by this reconcile" in reason
+
+
+def _operator_on_its_clock(elastic=True, ttl=None, reconcile=0.0, cleanup=0.0, policy=CleanPodPolicy.NONE):
+    """A two-pod operator (a the master, b a worker) on a clock of its own: what it decides and deletes, and when."""
+    clock, said = Clock(), []
+    operator = TrainingOperator(
+        elastic,
+        ("a", "b"),
+        policy,
+        lambda pod, cause: said.append((clock.now, "deletes pod", pod)),
+        lambda condition, why, message: said.append((clock.now, condition.value, "")),
+        clock,
+        cleanup_delay=cleanup,
+        ttl_after_finished=ttl,
+        delete_job=lambda reason: said.append((clock.now, "deletes job", reason)),
+        reconcile_delay=reconcile,
+        ttl_deletion=lambda record: said.append((clock.now, "ttl", record)),
+    )
+    return clock, operator, said
+
+
+@pytest.mark.parametrize("b_heard_at, deleted_at", [(None, 15.5), (12.6, 14.6), (13, 15), (14, 15.5)])
+def test_every_reconcile_of_a_finished_job_runs_the_ttl_s_cleanup(b_heard_at, deleted_at):
+    """training-operator v1.8.0 `ReconcileJobs` on a finished job runs `CleanUpResources` -> `CleanupJob` at every
+    reconcile, and every pod update wakes one (`OnDependentUpdateFunc`), not only the terminal status update. With a
+    2 s queue wait (`job.reconcile_seconds`), a job failed at 10.5 s with a 3 s TTL expires in (12.5 s, 13.5 s]; its
+    status update's reconcile (12.5 s) requeues to the expiry, which deletes at 15.5 s at the latest. Pod b's exit
+    heard at 12.6 s wakes a reconcile at 14.6 s, past every expiry: the job is gone there, for every moment its
+    creation may fall on. The model used to delete at 15 s whatever the pods did."""
+    clock, operator, said = _operator_on_its_clock(ttl=3, reconcile=2)
+    clock.at(8.5, lambda: operator.pod_exited("a", 1))
+    if b_heard_at is not None:
+        clock.at(b_heard_at, lambda: operator.pod_exited("b", 143))
+    clock.run(lambda: False)
+    assert [(at, what) for at, what, _ in said if what != "ttl"] == [(10.5, "Failed"), (deleted_at, "deletes job")]
+    [ttl] = [record for _, what, record in said if what == "ttl"]
+    assert (ttl.first_expiry, ttl.last_expiry) == (12.5, 13.5)
+    # what propeller finds: there until the requeue to the earliest expiry (12.5 s + 2 s) or b's reconcile, gone at
+    # the deletion, whichever expiry the job's creation gives
+    assert [ttl.state_at(at).value for at in (14.5, 14.55, deleted_at)] == ["kept", "unsettled", "deleted"]
+
+
+def test_a_succeeded_job_s_active_count_is_a_status_write_whose_reconcile_runs_the_ttl_s_cleanup():
+    """`ReconcileJobs` on a Succeeded job moves the replicas it counted Active (pod b, still running) to Succeeded and
+    writes the status: a job update, which wakes one more reconcile, `reconcile_seconds` later (14.5 s), past every
+    expiry of the 3 s TTL (12.5 s, 13.5 s]: it deletes the job before the requeue would (15.5 s)."""
+    clock, operator, said = _operator_on_its_clock(ttl=3, reconcile=2)
+    clock.at(8.5, lambda: operator.pod_exited("a", 0))
+    clock.run(lambda: False)
+    assert [(at, what) for at, what, _ in said if what != "ttl"] == [(10.5, "Succeeded"), (14.5, "deletes job")]
+
+
+@pytest.mark.parametrize("reconcile, terminal_at", [(0, 6), (0.3, 6.115)])
+def test_a_reconcile_that_reads_the_job_before_its_status_write_is_back_conflicts_and_retries(reconcile, terminal_at):
+    """The operator reads the job from its informer cache, which gets its own status write `job.cleanup_seconds` (1 s)
+    later. A non-elastic job's worker b succeeds at 5 s: the job runs on with a new replica count, written then. The
+    master's failure heard at 5.5 s wakes a reconcile that reads the old status: its write carries the old
+    resourceVersion and conflicts (`UpdateJobStatusInApiServer`), so nothing is decided there; controller-runtime
+    v0.17.2 adds the key back rate-limited (client-go's 5 ms, doubling). The Failed condition comes from the first
+    reconcile that reads the status back: the write's own at 6 s, or, with a 0.3 s queue wait, the second retry's at
+    6.115 s (the reconciles at 5.5 s and 5.805 s came before 6 s), ahead of the write's own at 6.3 s. The model used
+    to fail the job at the first of them."""
+    clock, operator, said = _operator_on_its_clock(elastic=False, reconcile=reconcile, cleanup=1)
+    clock.at(5 - reconcile, lambda: operator.pod_exited("b", 0))
+    clock.at(5.5 - reconcile, lambda: operator.pod_exited("a", 1))
+    clock.run(lambda: False)
+    assert said == [(pytest.approx(terminal_at), "Failed", "")]
+
+
+@pytest.mark.parametrize("marked, at_13_5", [(True, "unsettled"), (False, "kept")])
+def test_a_deleted_pod_s_removal_wakes_a_reconcile_the_model_does_not_place_so_the_ttl_is_unsettled_from_then(
+    marked, at_13_5
+):
+    """The kubelet removes a deleted pod once it has exited (the delete event wakes a reconcile:
+    `OnDependentDeleteFunc`) at a moment no source fixes. Pod b, marked at 9 s, exits; the reconcile at 11 s (2 s
+    queue wait) fails the job on it, and the 3 s TTL expires in (13 s, 14 s]. The removal's reconcile, on the finished
+    job, runs `CleanupJob` at any moment from 13 s on, which deletes the job for an expiry before it: propeller's look
+    at 13.5 s may or may not find the job. Without the mark (b's failure heard at 9 s), b is not removed: the look
+    finds the job, whose earliest requeue comes at 15 s."""
+    clock, operator, said = _operator_on_its_clock(ttl=3, reconcile=2)
+    if marked:
+        clock.at(9, lambda: operator.pod_deleted("b"))
+    clock.at(11 if marked else 9, lambda: operator.pod_exited("b", 143))
+    clock.run(lambda: False)
+    assert [(at, what) for at, what, _ in said if what != "ttl"] == [(11, "Failed"), (16, "deletes job")]
+    [ttl] = [record for _, what, record in said if what == "ttl"]
+    assert [ttl.state_at(at).value for at in (12.9, 13.5, 15.5, 16)] == ["kept", at_13_5, "unsettled", "deleted"]
 
 
 def test_the_namespace_propeller_names_is_the_scenario_s_and_a_bad_one_is_refused_in_one_line(tmp_path):
