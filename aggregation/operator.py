@@ -7,10 +7,11 @@ Flyte sets, flyteplugins `k8s/kfoperators/common/common_operator.go`), a failed 
 running pod that is being deleted counts as failed (`pkg/core/status.go` `UpdateJobReplicaStatuses`). Once
 the job is terminal, CleanPodPolicy decides which pods are deleted (`pkg/controller.v1/common/job.go`
 `DeletePodsAndServices`: Running deletes the running ones, All every one; each deletion of a running pod is a
-SIGTERM, and SIGKILL after the grace period; the model deletes, under either, the pods it counts as running, as
-the others have no container left to stop). One reconcile reads every pod (`ReconcileJobs`), so the changes heard
-before it runs are decided together: those of one instant, after the instant's other events, and with a busy work
-queue (`job.reconcile_seconds`) those of the wait between the first change and the read. Where Go's map order
+SIGTERM, and SIGKILL after the grace period; the model signals, under either, the pods it counts as running, as the
+others have no container left to stop, though they are marked and removed too). One reconcile reads every pod
+(`ReconcileJobs`), so the changes heard before it runs are decided together: those of one instant, after the
+instant's other events, and with a busy work queue (`job.reconcile_seconds`) those of the wait between the first
+change and the read. Where Go's map order
 would decide them (a non-elastic Master's success beside a failed Worker), the attempt's `replica_map_order` decides,
 and where the scenario leaves it to Go the simulator refuses the point (`UndecidedVerdict`; a sweep and `prove` run
 both orders). A pod with a deletion mark that has exited is removed by the kubelet, and a running job's reconcile
@@ -83,7 +84,8 @@ class UndecidedVerdict(ModelRefusal):
 
 
 class PodRecreation(ModelRefusal):
-    """A reconcile of a running job reads a pod that has a deletion mark and has exited. The kubelet removes such a
+    """A reconcile of a running job reads a pod that has a deletion mark and has exited, or may (the reconcile its
+    removal wakes, on a job whose finished status is not yet back in the operator's cache). The kubelet removes such a
     pod's object once it has written its final status, and `ReconcilePods` then finds the pod's slot empty and
     creates a new pod in it (`createNewPod`), which runs the task again. The model plays no re-created pod, and does
     not know whether the object was still there: it refuses the point. Says which attempt and pod, when the pod was
@@ -113,9 +115,10 @@ class TtlState(Enum):
 
 
 #: client-go's `DefaultControllerRateLimiter` (controller-runtime v0.17.2's default for every controller): a reconcile
-#: that returns an error is added back after 5 ms, doubled at each further error of the same key until one succeeds
-#: (`ItemExponentialFailureRateLimiter(5ms, 1000s)`; its 10-per-second bucket, 100 deep, never binds this few)
-RETRY_BASE_SECONDS = 0.005
+#: that returns an error is added back after 5 ms, doubled at each further error of the same key until one succeeds,
+#: up to 1,000 s (`ItemExponentialFailureRateLimiter(5ms, 1000s)`; its 10-per-second bucket, 100 deep, never binds
+#: this few)
+RETRY_BASE_SECONDS, RETRY_MAX_SECONDS = 0.005, 1000.0
 
 
 class TtlDeletion:
@@ -148,6 +151,7 @@ class TtlDeletion:
         self._first_requeue: Optional[float] = None  # the first successful one (it asked for a requeue, or deleted)
         self._removal_from: Optional[float] = None  # from when a removed pod's reconcile may run CleanupJob
         self._read_back_at = read_back_at  # a reconcile before this reads the job running: no CleanupJob
+        self._deleted_at: Optional[float] = None  # when the model's job was deleted
 
     def reconciled(self, at, succeeded: bool) -> None:
         """A reconcile at `at` read the finished status and ran `CleanupJob`; `succeeded`: it returned no error, so it
@@ -155,6 +159,11 @@ class TtlDeletion:
         self._reconciles.append(at)
         if succeeded and self._first_requeue is None:
             self._first_requeue = at
+
+    def deleted(self, at) -> None:
+        """The model's job is gone at `at`: at the latest expiry's deletion, which every earlier expiry's precedes, or
+        on a path no expiry decides (a RunPolicy limit's `CleanupJob`, with the CompletionTime it has just set)."""
+        self._deleted_at = at
 
     def removal_may_wake(self, earliest) -> None:
         """A pod's removal may wake a reconcile at any moment from `earliest` on, which runs `CleanupJob` if it reads
@@ -168,7 +177,10 @@ class TtlDeletion:
         """What a look at `at` (after that instant's other events) finds."""
         first, last, wait = self.first_expiry, self.last_expiry, self.reconcile_delay
         requeue = self._first_requeue
-        # gone for the last expiry: a reconcile at or after it (the model's own, the requeue to it, among them)
+        # gone for the last expiry: a reconcile at or after it (the model's own, the requeue to it, among them), or
+        # the model's job deleted whatever the expiry
+        if self._deleted_at is not None and self._deleted_at <= at:
+            return TtlState.DELETED
         if any(last <= moment <= at for moment in self._reconciles):
             return TtlState.DELETED
         # there for expiries just past the first: no reconcile since (nor a removal's), and no requeue to one due yet
@@ -252,7 +264,6 @@ class TrainingOperator:
         self._completed_at = 0.0  # the terminal condition's CompletionTime (the moment it was set)
         self._active_at_finish = False  # a Succeeded job's status counted a pod Active (a running one)
         self._retries = 0  # the work queue's rate limiter: errors of the job's key since its last success
-        self._cleaned: set[str] = set()  # pods the operator itself deleted
         self._removals: list = []  # from when each removed pod's reconcile may run
         self._requeued = False  # a finished reconcile asked for the requeue at the expiry
 
@@ -265,7 +276,7 @@ class TrainingOperator:
         self.exited[pod] = exit_code
         self._heard_at[pod] = self.clock.now
         if pod in self.deleting:
-            self._may_be_removed()
+            self._may_be_removed(pod)
         self._wake()
 
     def pod_deleted(self, pod: str) -> None:
@@ -275,18 +286,49 @@ class TrainingOperator:
         if pod not in self.deleting:
             self.deleting[pod] = self.clock.now
             if pod in self.exited:
-                self._may_be_removed()
+                self._may_be_removed(pod)
             self._wake()
 
-    def _may_be_removed(self) -> None:
+    def _may_be_removed(self, pod: str) -> None:
         """A pod with a deletion mark whose exit the operator has heard of is removed by the kubelet, and the removal
-        wakes a reconcile, at a moment the model does not place: from now on (the reconcile `reconcile_delay` later,
-        and no earlier than the finished status is read back). A running job refuses the reconcile that may meet the
-        empty slot (`_refuse_a_re_created_pod`); a finished job's TTL may run then (`TtlDeletion.removal_may_wake`)."""
+        wakes a reconcile, at a moment the model does not place: from now on (the reconcile `reconcile_delay` later).
+        A running job refuses the reconcile that may meet the empty slot (`_refuse_a_re_created_pod`), and so does a
+        finished one whose status is not yet back (`_refuse_a_removal_before_the_finish_is_back`); a finished job's TTL
+        may run then (`TtlDeletion.removal_may_wake`)."""
         earliest = on_the_clock(self.clock.now + self.reconcile_delay)
-        self._removals.append(earliest)
+        self._removals.append((pod, earliest))
+        if self.condition is not None:
+            self._refuse_a_removal_before_the_finish_is_back(pod, earliest)
         if self.ttl is not None:
             self.ttl.removal_may_wake(earliest)
+
+    def _refuse_a_removal_before_the_finish_is_back(self, pod: str, earliest) -> None:
+        """A finished job's reconcile that reads the job before its finished status is back in the operator's cache
+        takes it for running (`_stale_reconcile`): `ReconcilePods` re-creates a removed pod then, unless the deadline
+        has passed (`ReconcileJobs` fails the job again first). The removal's reconcile may run at any moment from
+        `earliest` on, and no earlier than the finish."""
+        now = self.clock.now
+        start = earliest if earliest > now else now
+        if not start < self._finish_read_back_at:
+            return
+        if self.active_deadline is not None and not start < self.active_deadline:
+            return
+        marked, heard, exit_code = self.deleting[pod], self._heard_at[pod], self.exited[pod]
+        raise PodRecreation(
+            f"the operator's reconcile at {now:g} s finds the job finished while pod {pod} is deleted (at "
+            f"{marked:g} s) and exited (exit {exit_code}, heard at {heard:g} s): the kubelet removes such a pod, and "
+            "the reconcile "
+            "its removal wakes may read the job before its finished status is back in the operator's cache "
+            f"(job.cleanup_seconds), as running; training-operator v1.8.0 then creates a new pod in its slot "
+            "(ReconcilePods -> createNewPod), which the model does not play",
+            self.attempt,
+            pod,
+            marked,
+            exit_code,
+            heard,
+            now,
+            heard == now,
+        )
 
     def _wake(self, moment=None) -> None:
         """A pod update wakes a reconcile (`OnDependentUpdateFunc` adds the job's key to the work queue). It runs
@@ -390,7 +432,7 @@ class TrainingOperator:
         """`Reconcile` returned an error: `AddRateLimited`, 5 ms after the first error, doubling with each."""
         if self.job_deleted:
             return
-        delay = RETRY_BASE_SECONDS * (1 << self._retries)
+        delay = min(RETRY_BASE_SECONDS * (1 << min(self._retries, 60)), RETRY_MAX_SECONDS)
         self._retries += 1
         self._wake_at(on_the_clock(self.clock.now + delay))
 
@@ -537,10 +579,13 @@ class TrainingOperator:
             pod not in self.exited and pod not in self.deleting for pod in self.pods
         )
         self._read_back_at = self._finish_read_back_at = self._back_at()
+        if not self.job_deleted:
+            for pod, earliest in self._removals:
+                self._refuse_a_removal_before_the_finish_is_back(pod, earliest)
         ttl = self.ttl_after_finished
         if ttl is not None and not self.job_deleted:
             self.ttl = TtlDeletion(now, ttl, self.reconcile_delay, self._finish_read_back_at)
-            for earliest in self._removals:  # a pod removed from now on wakes a reconcile of the finished job
+            for _, earliest in self._removals:  # a pod removed from now on wakes a reconcile of the finished job
                 self.ttl.removal_may_wake(earliest)
             if self.ttl_deletion is not None:
                 self.ttl_deletion(self.ttl)
@@ -600,6 +645,8 @@ class TrainingOperator:
         by default)."""
         if not self.job_deleted:
             self.job_deleted = True
+            if self.ttl is not None:
+                self.ttl.deleted(self.clock.now)
             self.delete_job(why)
 
     def _after(self, delay: float, action: Callable[[], None]) -> None:
@@ -610,14 +657,15 @@ class TrainingOperator:
             action()
 
     def _delete_running(self, cause: CleanPodPolicy | RunPolicyLimit) -> None:
-        """Deletes the pods the operator believes running, for CleanPodPolicy's cleanup or a RunPolicy limit (a pod
-        that exited unheard is deleted too: the kubelet has nothing left to stop), each once: a reconcile that deletes
-        them again changes nothing. CleanPodPolicy All deletes the exited ones too, which have no container to stop:
-        the kubelet just removes them. Each deletion mark is a pod update, which wakes a reconcile."""
+        """`DeletePodsAndServices`: CleanPodPolicy Running deletes the pods in phase Running (to the operator, those
+        whose exit it has not heard of), All every pod, and a RunPolicy limit (on a job not yet finished, whatever the
+        policy) every pod too. `DeletePod` skips a pod that already has a deletion mark (`pod_control.go`: "is
+        terminating, skip deleting"). A pod whose exit the operator has heard of has no container to stop: the kubelet
+        just removes it. Each deletion mark is a pod update, which wakes a reconcile."""
+        every_pod = cause is CleanPodPolicy.ALL or isinstance(cause, RunPolicyLimit)
         for pod in self.pods:
-            if pod in self._cleaned or (pod in self.exited and cause is not CleanPodPolicy.ALL):
+            if pod in self.deleting or (pod in self.exited and not every_pod):
                 continue
-            self._cleaned.add(pod)
             if pod not in self.exited:
                 self.delete_pod(pod, cause)
             self.pod_deleted(pod)

@@ -1035,6 +1035,94 @@ def test_a_deleted_pod_s_removal_wakes_a_reconcile_the_model_does_not_place_so_t
     assert [ttl.state_at(at).value for at in (12.9, 13.5, 15.5, 16)] == ["kept", at_13_5, "unsettled", "deleted"]
 
 
+def test_past_the_deadline_every_pod_is_deleted_and_an_exited_one_s_removal_can_run_the_ttl_s_cleanup():
+    """`ReconcileJobs` past the deadline calls `DeletePodsAndServices` on a job not yet finished, so it deletes every
+    pod, the exited ones too (only a finished job's CleanPodPolicy Running skips them): the running master gets its
+    SIGTERM, and workers b and c, exited, are just removed, each removal waking a reconcile at a moment the model does
+    not place. With a 2 s TTL (expiry in (14 s, 15 s]) a look at 14.3 s may or may not find the job; the model used to
+    leave the exited pods alone and say it would."""
+    clock = Clock()
+    said, ttls = [], []
+    operator = TrainingOperator(
+        False,
+        ("a", "b", "c"),
+        CleanPodPolicy.NONE,
+        lambda pod, cause: said.append((clock.now, pod)),
+        lambda condition, why, message: said.append((clock.now, condition.value)),
+        clock,
+        active_deadline=10,
+        ttl_after_finished=2,
+        delete_job=lambda reason: said.append((clock.now, "deletes job")),
+        reconcile_delay=0.5,
+        ttl_deletion=ttls.append,
+    )
+    clock.at(5, lambda: operator.pod_exited("b", 0))
+    clock.at(12.5, lambda: operator.pod_exited("c", 0))  # its reconcile, at 13 s, is past the deadline
+    clock.run(lambda: False)
+    assert said == [(13, "a"), (13, "Failed"), (15.5, "deletes job")]  # only the running pod is signalled
+    assert set(operator.deleting) == {"a", "b", "c"}
+    [ttl] = ttls
+    assert [ttl.state_at(at).value for at in (14, 14.3, 15.5)] == ["kept", "unsettled", "deleted"]
+
+
+def test_a_job_that_a_stale_reconcile_deletes_past_its_deadline_is_gone_whatever_its_expiry():
+    """An elastic job succeeds at 4 s (back in the operator's cache at 5.5 s). Pod b's deletion mark at 5 s wakes a
+    reconcile that reads the old, running status: past the 5 s deadline, `ReconcileJobs` deletes every pod and runs
+    `CleanupJob` with the CompletionTime it has just set (5 s, to the nanosecond), which a 0 s TTL has passed: the job
+    is gone at 5 s whatever second its creation fell in, and propeller's look after that finds no job (it used to be
+    refused as unsettled)."""
+    clock = Clock()
+    said, ttls = [], []
+    operator = TrainingOperator(
+        True,
+        ("a", "b"),
+        CleanPodPolicy.NONE,
+        lambda pod, cause: None,
+        lambda condition, why, message: said.append((clock.now, condition.value, "")),
+        clock,
+        cleanup_delay=1.5,
+        active_deadline=5,
+        ttl_after_finished=0,
+        delete_job=lambda reason: said.append((clock.now, "deletes job", reason)),
+        ttl_deletion=ttls.append,
+    )
+    clock.at(4, lambda: operator.pod_exited("a", 0))
+    clock.at(5, lambda: operator.pod_deleted("b"))
+    clock.at(5.2, lambda: operator.pod_exited("b", 143))
+    clock.run(lambda: False)
+    assert [(at, what) for at, what, _ in said] == [(4, "Succeeded"), (5, "deletes job")]
+    [ttl] = ttls
+    assert [ttl.state_at(at).value for at in (4.9, 5, 6)] == ["kept", "deleted", "deleted"]
+
+
+@pytest.mark.parametrize("cleanup, refused", [(1, True), (0.4, False)])
+def test_a_removal_that_may_wake_a_reconcile_before_the_finish_is_back_is_refused(cleanup, refused):
+    """Pod b's deletion mark (10 s) and its exit, heard at 10.5 s, meet in the reconcile at 10.5 s (0.5 s queue
+    wait), which fails the job. The kubelet then removes b, and the reconcile its removal wakes runs from 11 s on; if
+    the Failed status is not back in the operator's cache by then (`job.cleanup_seconds` 1: 11.5 s), it reads the job
+    running and `ReconcilePods` creates a new pod in b's slot, which the model does not play: the point is refused
+    (`PodRecreation`). Back by 10.9 s, every such reconcile reads the job finished."""
+    clock = Clock()
+    operator = TrainingOperator(
+        True,
+        ("a", "b"),
+        CleanPodPolicy.NONE,
+        lambda pod, cause: None,
+        lambda condition, why, message: None,
+        clock,
+        cleanup_delay=cleanup,
+        reconcile_delay=0.5,
+    )
+    clock.at(10, lambda: operator.pod_deleted("b"))
+    clock.at(10.5, lambda: operator.pod_exited("b", 143))
+    if not refused:
+        clock.run(lambda: False)
+        assert operator.condition.value == "Failed"
+        return
+    with pytest.raises(PodRecreation, match=r"its removal wakes may read the job before its finished status is back"):
+        clock.run(lambda: False)
+
+
 def test_the_namespace_propeller_names_is_the_scenario_s_and_a_bad_one_is_refused_in_one_line(tmp_path):
     attempt = simulate(scenario(job='namespace: "ml-prod" ttl_seconds_after_finished: 1')).attempts[0]
     assert "name [ml-prod/t]" in attempt.outcome.error.message
