@@ -428,9 +428,15 @@ class TrainingOperator:
                 self._refuse_a_re_created_pod(gone[0], counted=False)
         self._retry()
 
-    def _retry(self) -> None:
-        """`Reconcile` returned an error: `AddRateLimited`, 5 ms after the first error, doubling with each."""
+    def _retry(self, finished: bool = False) -> None:
+        """`Reconcile` returned an error: `AddRateLimited`, 5 ms after the first error, doubling with each. With no
+        queue wait the status write's own reconcile runs at the instant the write is back, before any retry reads it,
+        so a retry can only act on the old status: on a running one, a deadline's deletions or a removed pod's slot;
+        on a finished one (`finished`), nothing the reconciles before it have not done. Where it can change nothing the
+        model skips it, as each would split `prove`'s paths by where it falls among the other events."""
         if self.job_deleted:
+            return
+        if not self.reconcile_delay and (finished or (self.active_deadline is None and not self.deleting)):
             return
         delay = min(RETRY_BASE_SECONDS * (1 << min(self._retries, 60)), RETRY_MAX_SECONDS)
         self._retries += 1
@@ -617,10 +623,11 @@ class TrainingOperator:
         if self.job_deleted:
             return
         if conflict:
-            self._retry()
+            self._retry(finished=True)
             return
         self._retries = 0
-        if self._active_at_finish:
+        # the write only wakes more reconciles, which change nothing but the TTL's moment
+        if self._active_at_finish and self.ttl is not None:
             self._active_at_finish = False
             self._status_write()
 
