@@ -53,8 +53,8 @@ class Clock:
         self._sequence = 0
 
     def at(self, when: float, callback: Callable[[], None], late: int = 0) -> Scheduled:
-        """Run `callback` at scenario time `when` (never before now); `late` (`LATE`, `LAST`): after the instant's
-        callbacks of a lower `late`.
+        """Run `callback` at scenario time `when` (on simulated time never before now: `_not_before`); `late` (`LATE`,
+        `LAST`): after the instant's callbacks of a lower `late`.
         The moment is put on the nanosecond (`on_the_clock`), so moments the scenario's decimals make equal are equal
         here, whatever float sums led to them."""
         when = on_the_clock(when)

@@ -175,8 +175,7 @@ class TtlDeletion:
 
     def state_at(self, at) -> TtlState:
         """What a look at `at` (after that instant's other events) finds."""
-        first, last, wait = self.first_expiry, self.last_expiry, self.reconcile_delay
-        requeue = self._first_requeue
+        first, last = self.first_expiry, self.last_expiry
         # gone for the last expiry: a reconcile at or after it (the model's own, the requeue to it, among them), or
         # the model's job deleted whatever the expiry
         if self._deleted_at is not None and self._deleted_at <= at:
@@ -189,19 +188,25 @@ class TtlDeletion:
                 return TtlState.UNSETTLED
             if self._removal_from is not None and self._removal_from <= at:
                 return TtlState.UNSETTLED
-        if requeue is not None and requeue < last:
-            since = requeue if requeue > first else first
-            if on_the_clock(since + wait) < at:
-                return TtlState.UNSETTLED
+        requeued = self._requeued_from()
+        if requeued is not None and requeued < at:
+            return TtlState.UNSETTLED
         return TtlState.KEPT
+
+    def _requeued_from(self):
+        """From when a requeue may delete the job: the first successful reconcile asked for the requeue to every expiry
+        after it, which waits `reconcile_delay` past its expiry (None: no such reconcile before the last expiry)."""
+        first, requeue = self.first_expiry, self._first_requeue
+        if requeue is None or not requeue < self.last_expiry:
+            return None
+        return on_the_clock((requeue if requeue > first else first) + self.reconcile_delay)
 
     def kept_until(self):
         """As things stand, the moment before which every look finds the job (None: no such bound): a requeue to an
         expiry just past the first, or a removed pod's reconcile, may delete it from then on. Only a reconcile brings it
         earlier, and a reconcile is a callback on the clock (which bounds a batch of propeller's rounds already)."""
-        first, requeue, ends = self.first_expiry, self._first_requeue, []
-        if requeue is not None and requeue < self.last_expiry:
-            ends.append(on_the_clock((requeue if requeue > first else first) + self.reconcile_delay))
+        first, requeued = self.first_expiry, self._requeued_from()
+        ends = [] if requeued is None else [requeued]
         if self._removal_from is not None:
             ends.append(self._removal_from if self._removal_from > first else first)
         return min(ends) if ends else None
@@ -314,21 +319,15 @@ class TrainingOperator:
         if self.active_deadline is not None and not start < self.active_deadline:
             return
         marked, heard, exit_code = self.deleting[pod], self._heard_at[pod], self.exited[pod]
-        raise PodRecreation(
-            f"the operator's reconcile at {now:g} s finds the job finished while pod {pod} is deleted (at "
-            f"{marked:g} s) and exited (exit {exit_code}, heard at {heard:g} s): the kubelet removes such a pod, and "
-            "the reconcile "
-            "its removal wakes may read the job before its finished status is back in the operator's cache "
-            f"(job.cleanup_seconds), as running; training-operator v1.8.0 then creates a new pod in its slot "
-            "(ReconcilePods -> createNewPod), which the model does not play",
-            self.attempt,
-            pod,
-            marked,
-            exit_code,
-            heard,
-            now,
-            heard == now,
+        why = (
+            f"finds the job finished while pod {pod} is deleted (at {marked:g} s) and exited (exit {exit_code}, heard "
+            f"at {heard:g} s)"
         )
+        later = (
+            "the reconcile its removal wakes may read the job before its finished status is back in the operator's "
+            "cache (job.cleanup_seconds), as running, and "
+        )
+        self._raise_pod_recreation(pod, why, heard == now, later)
 
     def _wake(self, moment=None) -> None:
         """A pod update wakes a reconcile (`OnDependentUpdateFunc` adds the job's key to the work queue). It runs
@@ -499,15 +498,21 @@ class TrainingOperator:
         passed and fails the job first (`ReconcileJobs` then never reaches `ReconcilePods`); and one that
         `counted` such a pod heard at this instant (still there: counted by its phase) and leaves the job running.
         Neither meets a pod that was running when its mark was read: that reconcile fails the job."""
-        now, exit_code, heard, marked = self.clock.now, self.exited[pod], self._heard_at[pod], self.deleting[pod]
+        exit_code, heard, marked = self.exited[pod], self._heard_at[pod], self.deleting[pod]
         if counted:
             why = f"counts pod {pod} deleted (at {marked:g} s) and exited (exit {exit_code}), and the job runs on"
         else:
             why = f"reads pod {pod} deleted (at {marked:g} s) and exited (exit {exit_code}, heard at {heard:g} s)"
+        self._raise_pod_recreation(pod, why, counted)
+
+    def _raise_pod_recreation(self, pod: str, why: str, counted: bool, later: str = "") -> None:
+        """`PodRecreation` for a reconcile at this instant that `why` says what it met, and `later` which reconcile
+        meets the empty slot (the one that meets it, by default)."""
+        now, exit_code, heard, marked = self.clock.now, self.exited[pod], self._heard_at[pod], self.deleting[pod]
         raise PodRecreation(
-            f"the operator's reconcile at {now:g} s {why}: the kubelet removes such a pod, and training-operator "
-            "v1.8.0 then creates a new one in its slot (ReconcilePods -> createNewPod), which the model does not "
-            "play",
+            f"the operator's reconcile at {now:g} s {why}: the kubelet removes such a pod, and {later}"
+            "training-operator v1.8.0 then creates a new one in its slot (ReconcilePods -> createNewPod), which the "
+            "model does not play",
             self.attempt,
             pod,
             marked,

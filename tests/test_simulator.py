@@ -930,35 +930,28 @@ def test_the_operator_deletes_at_the_later_of_its_cleanup_reconcile_and_the_expi
     """The operator on its own clock: a job finished at 5.5 s (its CompletionTime, played as a whole second of the
     cluster's clock), its status update's reconcile 2 s later. `CleanupJob` there deletes a job whose expiry has passed
     (5.5 + 1 < 7.5); otherwise `Reconcile` requeues at the expiry (5.5 + 3), whose reconcile deletes it."""
-    clock, deleted = Clock(), []
-    operator = TrainingOperator(
-        True,
-        ("a", "b"),
-        CleanPodPolicy.NONE,
-        lambda pod, cause: None,
-        lambda condition, why, message: None,
-        clock,
-        cleanup_delay=2,
-        ttl_after_finished=ttl,
-        delete_job=lambda reason: deleted.append((clock.now, reason)),
-    )
+    clock, operator, said = _operator_on_its_clock(ttl=ttl, cleanup=2)
     clock.at(5.5, lambda: operator.pod_exited("a", 0))
     clock.run(lambda: False)
-    [(at, reason)] = deleted
+    [(at, reason)] = [(at, reason) for at, what, reason in said if what == "deletes job"]
     assert at == deleted_at and "expired by this reconcile" in reason
 
 
-def _operator_on_its_clock(elastic=True, ttl=None, reconcile=0.0, cleanup=0.0, policy=CleanPodPolicy.NONE):
-    """A two-pod operator (a the master, b a worker) on a clock of its own: what it decides and deletes, and when."""
+def _operator_on_its_clock(
+    elastic=True, ttl=None, reconcile=0.0, cleanup=0.0, policy=CleanPodPolicy.NONE, pods=("a", "b"), deadline=None
+):
+    """An operator (pod a the master, the others workers) on a clock of its own: what it decides and deletes, and
+    when."""
     clock, said = Clock(), []
     operator = TrainingOperator(
         elastic,
-        ("a", "b"),
+        pods,
         policy,
         lambda pod, cause: said.append((clock.now, "deletes pod", pod)),
         lambda condition, why, message: said.append((clock.now, condition.value, "")),
         clock,
         cleanup_delay=cleanup,
+        active_deadline=deadline,
         ttl_after_finished=ttl,
         delete_job=lambda reason: said.append((clock.now, "deletes job", reason)),
         reconcile_delay=reconcile,
@@ -1041,27 +1034,15 @@ def test_past_the_deadline_every_pod_is_deleted_and_an_exited_one_s_removal_can_
     SIGTERM, and workers b and c, exited, are just removed, each removal waking a reconcile at a moment the model does
     not place. With a 2 s TTL (expiry in (14 s, 15 s]) a look at 14.3 s may or may not find the job; the model used to
     leave the exited pods alone and say it would."""
-    clock = Clock()
-    said, ttls = [], []
-    operator = TrainingOperator(
-        False,
-        ("a", "b", "c"),
-        CleanPodPolicy.NONE,
-        lambda pod, cause: said.append((clock.now, pod)),
-        lambda condition, why, message: said.append((clock.now, condition.value)),
-        clock,
-        active_deadline=10,
-        ttl_after_finished=2,
-        delete_job=lambda reason: said.append((clock.now, "deletes job")),
-        reconcile_delay=0.5,
-        ttl_deletion=ttls.append,
-    )
+    clock, operator, said = _operator_on_its_clock(False, 2, 0.5, pods=("a", "b", "c"), deadline=10)
     clock.at(5, lambda: operator.pod_exited("b", 0))
     clock.at(12.5, lambda: operator.pod_exited("c", 0))  # its reconcile, at 13 s, is past the deadline
     clock.run(lambda: False)
-    assert said == [(13, "a"), (13, "Failed"), (15.5, "deletes job")]  # only the running pod is signalled
+    shown = [(at, what, pod) for at, what, pod in said if what in ("deletes pod", "Failed")]
+    assert shown == [(13, "deletes pod", "a"), (13, "Failed", "")]  # only the running pod is signalled
+    assert [at for at, what, _ in said if what == "deletes job"] == [15.5]
     assert set(operator.deleting) == {"a", "b", "c"}
-    [ttl] = ttls
+    [ttl] = [record for _, what, record in said if what == "ttl"]
     assert [ttl.state_at(at).value for at in (14, 14.3, 15.5)] == ["kept", "unsettled", "deleted"]
 
 
@@ -1071,27 +1052,13 @@ def test_a_job_that_a_stale_reconcile_deletes_past_its_deadline_is_gone_whatever
     `CleanupJob` with the CompletionTime it has just set (5 s, to the nanosecond), which a 0 s TTL has passed: the job
     is gone at 5 s whatever second its creation fell in, and propeller's look after that finds no job (it used to be
     refused as unsettled)."""
-    clock = Clock()
-    said, ttls = [], []
-    operator = TrainingOperator(
-        True,
-        ("a", "b"),
-        CleanPodPolicy.NONE,
-        lambda pod, cause: None,
-        lambda condition, why, message: said.append((clock.now, condition.value, "")),
-        clock,
-        cleanup_delay=1.5,
-        active_deadline=5,
-        ttl_after_finished=0,
-        delete_job=lambda reason: said.append((clock.now, "deletes job", reason)),
-        ttl_deletion=ttls.append,
-    )
+    clock, operator, said = _operator_on_its_clock(ttl=0, cleanup=1.5, deadline=5)
     clock.at(4, lambda: operator.pod_exited("a", 0))
     clock.at(5, lambda: operator.pod_deleted("b"))
     clock.at(5.2, lambda: operator.pod_exited("b", 143))
     clock.run(lambda: False)
-    assert [(at, what) for at, what, _ in said] == [(4, "Succeeded"), (5, "deletes job")]
-    [ttl] = ttls
+    assert [(at, what) for at, what, _ in said if what != "ttl"] == [(4, "Succeeded"), (5, "deletes job")]
+    [ttl] = [record for _, what, record in said if what == "ttl"]
     assert [ttl.state_at(at).value for at in (4.9, 5, 6)] == ["kept", "deleted", "deleted"]
 
 
@@ -1102,17 +1069,7 @@ def test_a_removal_that_may_wake_a_reconcile_before_the_finish_is_back_is_refuse
     the Failed status is not back in the operator's cache by then (`job.cleanup_seconds` 1: 11.5 s), it reads the job
     running and `ReconcilePods` creates a new pod in b's slot, which the model does not play: the point is refused
     (`PodRecreation`). Back by 10.9 s, every such reconcile reads the job finished."""
-    clock = Clock()
-    operator = TrainingOperator(
-        True,
-        ("a", "b"),
-        CleanPodPolicy.NONE,
-        lambda pod, cause: None,
-        lambda condition, why, message: None,
-        clock,
-        cleanup_delay=cleanup,
-        reconcile_delay=0.5,
-    )
+    clock, operator, _ = _operator_on_its_clock(reconcile=0.5, cleanup=cleanup)
     clock.at(10, lambda: operator.pod_deleted("b"))
     clock.at(10.5, lambda: operator.pod_exited("b", 143))
     if not refused:
