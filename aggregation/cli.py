@@ -19,6 +19,7 @@ import click
 
 from aggregation import defaults
 from aggregation.kinds import FinalPhase
+from aggregation.output_stream import whole_writes
 from aggregation.readers import CANONICAL_ERROR_FILE, DEFAULT, EARLIEST, STRATEGIES
 
 if TYPE_CHECKING:
@@ -183,7 +184,8 @@ class AggsimGroup(click.Group):
             if hasattr(stream, "reconfigure"):
                 stream.reconfigure(errors="backslashreplace")
         try:
-            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            with whole_writes():
+                return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.NoArgsIsHelpError as e:  # `aggsim` alone: the help, as --help shows it
             click.echo(e.format_message())
             sys.exit(0)

@@ -297,6 +297,58 @@ def test_a_reader_that_goes_away_ends_it_as_sigpipe_would_never_as_a_verdict(com
     assert done.returncode == 141 and done.stderr == b""
 
 
+def _many_pods(tmp_path: Path, pods: int = 100) -> str:
+    """A preemption on `pods` pods: its timeline, as JSON or as rich's text, is larger than a pipe holds (64 KiB)."""
+    names = " ".join(f'pods: "train-worker-{i}"' for i in range(pods))
+    path = tmp_path / "many_pods.textproto"
+    path.write_text(
+        f'name: "many_pods" plugin: RECOVERABLE job {{ {names} nproc_per_node: 2 }} task {{ retries: 1 }} '
+        'attempts { events { at_seconds: 30.6 pod: "train-worker-1" preemption {} } }'
+    )
+    return str(path)
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_a_reader_that_goes_away_mid_output_ends_it_as_sigpipe_would_never_as_exit_0(tmp_path, as_json):
+    """`aggsim simulate --json | head -c1` on a large answer: the reader leaves during one large write, which the
+    kernel cuts at what the pipe held, and CPython's buffered stream used to drop the rest and exit 0, as if the
+    whole answer had been delivered (a `set -o pipefail` script went on with a truncated document)."""
+    command = [AGGSIM, "simulate", _many_pods(tmp_path), *(["--json"] if as_json else [])]
+    read_end, write_end = os.pipe()
+    with subprocess.Popen(command, stdout=write_end, stderr=subprocess.PIPE) as process:
+        os.close(write_end)
+        try:
+            assert os.read(read_end, 1)  # the answer has started; then the reader goes away
+        finally:
+            os.close(read_end)
+        stderr = process.stderr.read()
+        assert process.wait(timeout=120) == 141 and stderr == b""
+
+
+def test_a_non_blocking_standard_output_gets_the_whole_answer(tmp_path):
+    """Some CI runners hand their children a pipe left non-blocking: a full pipe then refused a write (EAGAIN), and
+    the answer was cut at 64 KiB with exit 0. The write now waits for the reader."""
+    import fcntl
+    import time
+
+    command = [AGGSIM, "simulate", _many_pods(tmp_path), "--json"]
+    whole = subprocess.run(command, capture_output=True, check=True, timeout=120).stdout
+    assert len(whole) > 1 << 16
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETFL, fcntl.fcntl(write_end, fcntl.F_GETFL) | os.O_NONBLOCK)
+    with subprocess.Popen(command, stdout=write_end, stderr=subprocess.PIPE) as process:
+        os.close(write_end)
+        received = b""
+        try:
+            time.sleep(0.5)  # a slow reader: the pipe fills before it reads
+            while chunk := os.read(read_end, 1 << 16):
+                received += chunk
+        finally:
+            os.close(read_end)
+        assert process.wait(timeout=120) == 0, process.stderr.read()
+    assert json.loads(received) == json.loads(whole)
+
+
 @pytest.mark.parametrize("value", ["nan", "inf", "1e400", "0"])
 def test_a_budget_that_is_no_number_or_no_budget_is_refused(value):
     for command in ("prove", "sweep"):
