@@ -897,7 +897,7 @@ def _region_sweep(
         plugins = plugins or tuple(PLUGIN_VARIANTS)
         source.spec(plugins[0])  # the scenario as written must be one the model plays
         arguments = _deployment_sweep_arguments(config_files)
-        with holding():  # z3 at work: a signal waits for a safe point (`interrupts`)
+        with holding(INTERRUPTING_SIGNALS):  # z3 at work: a signal waits for a safe point (`interrupts`)
             cells = region_sweep(source, *ranges, plugins, **arguments, max_paths=max_paths, max_seconds=max_seconds)
     except (ScenarioError, ProfileError) as e:
         _fail(str(e))
@@ -960,7 +960,7 @@ def prove(
         parsed_claim = parse_claim(claim, source.message)
         deployment = _deployment(config_files) if config_files else None
         source.spec(plugin)  # the scenario as written must be one the model plays
-        with holding():  # z3 at work: a signal waits for a safe point (`interrupts`)
+        with holding(INTERRUPTING_SIGNALS):  # z3 at work: a signal waits for a safe point (`interrupts`)
             proof = run_prove(
                 source,
                 parsed_claim,

@@ -27,7 +27,7 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence
 from google.protobuf.descriptor import FieldDescriptor
 
 from aggregation import defaults, explore
-from aggregation.interrupts import safe_point
+from aggregation.interrupts import cancellable, safe_point
 from aggregation.nanoseconds import decimal_places, decimal_text, nearest_tick, on_the_grid
 from aggregation.operator import UndecidedVerdict
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
@@ -458,7 +458,8 @@ class Solver:
         self.out_of_time = False
         safe_point()  # a signal that came while z3 worked is raised here, between its calls
         if self.deadline is None:
-            result = self.solver.check()
+            with cancellable(self.ctx.interrupt):
+                result = self.solver.check()
             safe_point()
             return result
         left_ms = int((self.deadline - time.perf_counter()) * 1000)
@@ -466,7 +467,8 @@ class Solver:
             self.out_of_time = True
             return self.z3.unknown
         self.solver.set("timeout", min(self.timeout_ms, left_ms))
-        result = self.solver.check()
+        with cancellable(self.ctx.interrupt):
+            result = self.solver.check()
         safe_point()
         # z3 stopped by a timeout that was the budget's end (its clock may stop a hair early), not the check's own
         budget_ended = left_ms < self.timeout_ms and time.perf_counter() >= self.deadline - 0.05

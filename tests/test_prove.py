@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import subprocess
 import sys
 from fractions import Fraction
@@ -1179,6 +1180,66 @@ def test_a_signal_while_z3_works_ends_in_one_line_never_a_verdict_or_a_hang(tmp_
     name = signals.Signals(signum).name
     assert (code, out) == (128 + signum, "")
     assert err == f"aggsim: interrupted ({name}); every process it started is stopped\n"
+
+
+#: One z3 check that takes minutes (the pigeonhole principle for `pigeons` pigeons, which z3 shows unsat only by
+#: exhausting the cases), run the way `aggsim prove` runs its checks: the CLI's signal handlers, `holding`, the
+#: prover's `Solver`. A signal ends the process with exit 5 and its number; the check's own answer is printed.
+LONG_CHECK = """
+import signal, sys
+import z3
+from aggregation import cli, interrupts, prove
+
+for signum in cli.INTERRUPTING_SIGNALS:
+    signal.signal(signum, cli._raise_interrupted)
+signal.signal(signal.SIGUSR1, lambda signum, frame: None)  # a handler of someone else's: not an interruption
+pigeons = int(sys.argv[1])
+solver = prove.Solver([], 600_000)
+held = [[z3.Bool(f"p{i}_{j}", solver.ctx) for j in range(pigeons - 1)] for i in range(pigeons)]
+for row in held:
+    solver.solver.add(z3.Or(row))
+for j in range(pigeons - 1):
+    for a in range(pigeons):
+        for b in range(a + 1, pigeons):
+            solver.solver.add(z3.Or(z3.Not(held[a][j]), z3.Not(held[b][j])))
+with interrupts.holding(cli.INTERRUPTING_SIGNALS):
+    print("checking", flush=True)
+    try:
+        print(solver.check(), flush=True)
+    except cli.Interrupted as e:
+        print("interrupted", e.signum, flush=True)
+        sys.exit(5)
+"""
+
+
+def _signal_during_a_check(pigeons: int, signum: int) -> tuple[int, str]:
+    """Start LONG_CHECK, send `signum` once its check has begun; its exit code and output (reaped in any case)."""
+    import time
+
+    check = subprocess.Popen([sys.executable, "-c", LONG_CHECK, str(pigeons)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert check.stdout.readline() == "checking\n"
+        time.sleep(0.3)  # into z3's C code, where no Python-level handler runs
+        check.send_signal(signum)
+        out, _ = check.communicate(timeout=30)  # the check alone takes minutes
+    finally:
+        check.kill()
+        check.wait()
+    return check.returncode, out
+
+
+@pytest.mark.parametrize("signum", [2, 15])
+def test_a_signal_cancels_a_long_z3_check_at_once(signum):
+    """A signal's Python-level handler runs only when z3's C call returns: Ctrl-C waited for the check, up to its
+    timeout (a minute). `interrupts` hears the signal on a wakeup pipe and cancels the check, and the safe point
+    after it raises the signal before anything reads the cancelled check's unknown."""
+    assert _signal_during_a_check(12, signum) == (5, f"interrupted {signum}\n")
+
+
+def test_a_signal_that_is_no_interruption_leaves_the_check_alone():
+    """Only the CLI's interrupting signals cancel: a cancelled check answers unknown, which would be a wrong
+    UNKNOWN for a signal some other handler takes and the run goes on from."""
+    assert _signal_during_a_check(9, signal.SIGUSR1) == (0, "unsat\n")  # the check takes a few seconds
 
 
 def test_a_value_listed_twice_is_refused_by_prove_as_by_sweep() -> None:
