@@ -66,6 +66,9 @@ NAMESPACE = "flytesnacks-development"
 # --- pod timings (measured on this machine with real pods; scenarios override them) -------------------------------
 RENDEZVOUS_SECONDS = 2.0
 SHUTDOWN_SECONDS = 0.03  # SIGTERM -> SignalException caught, workers obeying SIGTERM
+# torch 2.13 `launcher/api.py` `LaunchConfig.shutdown_timeout` (TORCH_ELASTIC_SHUTDOWN_TIMEOUT, which flytekit's
+# Elastic task leaves unset): the agent's `_close` waits this long for its signalled workers, then SIGKILLs them
+TORCH_SHUTDOWN_TIMEOUT_SECONDS = 30.0
 UPLOAD_SECONDS = 0.05
 # Worker-group phases, measured in real pods (2 pods x 2 gloo workers, real pyflyte-execute, LOGLEVEL=INFO for the
 # agent's own timestamps, monitor interval 0.5 s; README "Timings"):

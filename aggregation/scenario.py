@@ -480,6 +480,15 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
             if timings.HasField(proto_name):
                 non_negative(getattr(timings, proto_name), proto_name, f"timings.{proto_name}", occurrence)
+    shutdowns = [t.agent_shutdown_seconds for t in [message.timings] + [o.timings for o in message.pod_timings]]
+    for occurrence, shutdown in enumerate(s for s in shutdowns if s):  # 0 where unset: the field's written ones
+        if shutdown > defaults.TORCH_SHUTDOWN_TIMEOUT_SECONDS:
+            raise where.error(
+                where.line_of("agent_shutdown_seconds", occurrence),
+                "timings.agent_shutdown_seconds",
+                f"must be at most {defaults.TORCH_SHUTDOWN_TIMEOUT_SECONDS:g}, got {shutdown}: "
+                "torch's agent SIGKILLs its workers that long after it signals them (LaunchConfig.shutdown_timeout)",
+            )
     join_timeout = job.join_timeout_seconds if job.HasField("join_timeout_seconds") else defaults.JOIN_TIMEOUT_SECONDS
     interval = monitor_interval_of(job)
     # the model's clock ticks in nanoseconds (`nanoseconds.on_the_clock`): an agent that looked more often than

@@ -130,6 +130,8 @@ def test_any_timing_value_is_simulated_or_refused_in_one_line(field, value):
     preemption = 'attempts { events { at_seconds: 5 pod: "a" preemption {} } }'
     text = TWO_PODS + f"timings {{ {field}: {value!r} }} " + preemption
     in_range = value == value and 0 <= value <= defaults.MAX_SCENARIO_SECONDS
+    if field == "agent_shutdown_seconds":  # torch's agent SIGKILLs its workers after 30 s
+        in_range = in_range and value <= defaults.TORCH_SHUTDOWN_TIMEOUT_SECONDS
     try:
         spec = parse_scenario(text)
     except ScenarioError as e:

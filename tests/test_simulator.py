@@ -211,7 +211,7 @@ def test_upstream_agent_dies_by_sigterm_before_its_handlers_exist():
 
 def test_sigkill_after_grace_loses_everything():
     attempt = run("sigkill_after_grace_period", "recoverable").attempts[0]
-    assert attempt.exits["train-worker-1"] == (137, 90.0)
+    assert attempt.exits["train-worker-1"] == (137, 80.0)  # preempted at 60 s, 20 s of grace
     assert attempt.read is None  # job Failed: GetPhaseInfo reads no file
 
 
@@ -1224,6 +1224,8 @@ def test_small_spaces_are_enumerated_with_a_minimal_counterexample():
         ("", "monitor_interval_seconds: 7200", "", "job.monitor_interval_seconds: must be > 0 and at most 3600"),
         ("", "", "first_monitor_poll_seconds: 6", "timings.first_monitor_poll_seconds: must be > 0 and at most"),
         ("", "", "failed_worker_exit_seconds: -1", "timings.failed_worker_exit_seconds: must be >= 0"),
+        # torch 2.13 `launcher/api.py` `LaunchConfig.shutdown_timeout`: the agent SIGKILLs its workers after 30 s
+        ("", "", "agent_shutdown_seconds: 45", "timings.agent_shutdown_seconds: must be at most 30, got 45.0"),
         ("", "", "finished_worker_exit_seconds: -2", "timings.finished_worker_exit_seconds: must be >= 0"),
         ("", "pod_status_seconds: -0.5", "", "job.pod_status_seconds: must be >= 0"),
         ("", "reconcile_seconds: -0.1", "", "job.reconcile_seconds: must be >= 0"),
@@ -2030,10 +2032,11 @@ def test_the_kubelet_stops_a_pod_once_a_second_preemption_sends_no_second_sigter
     does not signal it again. Measured: a second SIGTERM during a real pod's teardown made it exit non-zero, which
     no kubelet does to a terminating pod (the generated sample's sample-8, seed 20261201)."""
     twice = 'events { at_seconds: 30 pod: "b" preemption {} } events { at_seconds: 30.9 pod: "b" preemption {} }'
-    attempt = simulate(scenario(twice, timings="agent_shutdown_seconds: 40")).attempts[0]
+    grace = "termination_grace_period_seconds: 20"
+    attempt = simulate(scenario(twice, job=grace, timings="agent_shutdown_seconds: 25")).attempts[0]
     sigterms = [e for e in attempt.timeline if e.what is What.SIGTERM and e.target == "b"]
     assert [e.at for e in sigterms] == [30.0]
-    assert attempt.exits["b"] == (137, pytest.approx(60.0))  # SIGKILL the first signal's grace period later
+    assert attempt.exits["b"] == (137, pytest.approx(50.0))  # SIGKILL the first signal's grace period later
 
 
 def test_a_round_at_the_very_moment_an_outage_ends_reads_the_prefix():
