@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
 import os
 import stat
@@ -53,7 +54,7 @@ class CaseLog:
         self.format = FORMATS[suffix]
         self.fields = tuple(fields)
         self.path = path
-        self.rows = 0
+        self._written = (0, 0)  # rows counted, and the bytes they (and a CSV header) take
         try:
             mode = os.stat(path).st_mode
         except OSError:
@@ -68,9 +69,11 @@ class CaseLog:
             self._file: IO[str] = open(self.writing, "w", newline="", encoding="utf-8")
         except OSError as e:
             raise CaseLogError(f"--out {self.writing}: {e.strerror}") from None
-        self._csv = csv.writer(self._file) if self.format == "csv" else None
+        self._line = io.StringIO()  # each row is made here, then written in one call (`_write`)
+        self._csv = csv.writer(self._line) if self.format == "csv" else None
         if self._csv is not None:
             self._csv.writerow([*self.fields, *CASE_COLUMNS])
+            self._write(self._line.getvalue(), row=False)
 
     def write(
         self,
@@ -100,11 +103,25 @@ class CaseLog:
         case["replica_map_order"] = " ".join(f"{name}={value}" for name, value in pins)
         case = {column: case[column] for column in CASE_COLUMNS}  # one key order for every row
         if self._csv is not None:
+            self._line.seek(0)
+            self._line.truncate()
             self._csv.writerow([*(values[f] for f in self.fields), *(case[c] for c in CASE_COLUMNS)])
+            self._write(self._line.getvalue())
         else:
             case = {key: (None if value == "" else value) for key, value in case.items()}
-            self._file.write(json.dumps({"assignment": values, **case}) + "\n")
-        self.rows += 1
+            self._write(json.dumps({"assignment": values, **case}) + "\n")
+
+    def _write(self, text: str, row: bool = True) -> None:
+        """Write `text` and count it in one assignment: a signal's exception (raised between any two bytecodes) that
+        lands after the write but before the count leaves a row the count does not hold, which `abandon` cuts off,
+        so the rows it names are exactly the rows the file keeps."""
+        self._file.write(text)
+        rows, size = self._written
+        self._written = (rows + row, size + len(text.encode("utf-8", "surrogateescape")))
+
+    @property
+    def rows(self) -> int:
+        return self._written[0]
 
     def close(self) -> None:
         """The sweep is done: the rows take the name asked for."""
@@ -120,6 +137,8 @@ class CaseLog:
     def abandon(self) -> Optional[str]:
         """The sweep stopped part way: keep what was written, under its own name, and say where (None: it stopped
         before its first row, and leaves nothing behind)."""
+        with contextlib.suppress(OSError):  # a device or a pipe keeps what reached it
+            self._file.truncate(self._written[1])  # a row written but not yet counted goes
         self._file.close()
         rows = f"{self.rows:,} row" + ("" if self.rows == 1 else "s")
         if self.writing == self.path:
