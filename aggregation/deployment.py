@@ -14,6 +14,8 @@ fill (flyteorg/flyte v1.16.8):
 | `plugins.k8s.enable-distributed-error-aggregation` | `flyteplugins/go/tasks/pluginmachinery/flytek8s/config/` |
 | | `config.go` `K8sPluginConfig.EnableDistributedErrorAggregation` |
 | `storage.limits.maxDownloadMBs` | `flytestdlib/storage/config.go` `LimitsConfig.GetLimitMegabytes` |
+| `storage.type`, `.container`, `.enable-multicontainer` | same file, `Config` (the store: `propeller_store.py`) |
+| `storage.connection.endpoint`, `.region`; `storage.stow.kind`, `.config` | `ConnectionConfig`, `StowConfig` |
 
 Several files merge in order (flyte-core mounts one per concern), later ones winning. Keys the model
 does not use are ignored, as propeller ignores keys of sections it does not own; a value of the wrong
@@ -31,6 +33,7 @@ from typing import Any, Optional, Sequence
 from aggregation import defaults, goyaml
 from aggregation.gonumbers import fits, float_to_int64, integer_value, parse_bool, wrap
 from aggregation.propeller import PropellerConfig, payload_limit
+from aggregation.propeller_store import PropellerStore, StoreKind
 
 FLYTE_DEFAULT_ERROR_AGGREGATION = False  # flytek8s/config/config.go: a bool field defaultK8sConfig does not set
 
@@ -43,7 +46,22 @@ SETTINGS: dict[tuple[str, ...], tuple[str, type, int]] = {
     ("propeller", "node-config", "ignore-retry-cause"): ("ignore_retry_cause", bool, 1),
     ("plugins", "k8s", "enable-distributed-error-aggregation"): ("error_aggregation", bool, 1),
     ("storage", "limits", "maxdownloadmbs"): ("max_download_mbs", int, 64),
+    # how propeller's store names listed files (`propeller_store`, `Deployment.store`)
+    ("storage", "type"): ("storage.type", str, 0),
+    ("storage", "container"): ("storage.container", str, 0),
+    ("storage", "enable-multicontainer"): ("storage.enable-multicontainer", bool, 1),
+    ("storage", "connection", "endpoint"): ("storage.connection.endpoint", str, 0),
+    ("storage", "connection", "region"): ("storage.connection.region", str, 0),
+    ("storage", "stow", "kind"): ("storage.stow.kind", str, 0),
 }
+#: `storage.stow.config`, a map[string]string: each key is its own setting, as viper merges maps key by key
+STOW_CONFIG = ("storage", "stow", "config")
+#: flytestdlib `storage/config.go` `defaultConfig`: type s3, region us-east-1, no endpoint (AWS S3)
+STORAGE_DEFAULTS = {"storage.type": "s3", "storage.connection.region": "us-east-1"}
+#: flytestdlib `storage/rawstores.go` `stores`: the types propeller's `NewDataStore` accepts
+STORAGE_TYPES = ("mem", "s3", "local", "minio", "stow")
+#: the stow kinds flytestdlib registers (`stow_store.go` imports and `fQNFn`)
+STOW_KINDS = ("s3", "google", "azure", "local", "oracle", "swift")
 
 
 class DeploymentConfigError(ValueError):
@@ -73,11 +91,71 @@ class Deployment:
 
     def propeller_config(self, base: PropellerConfig = PropellerConfig()) -> PropellerConfig:
         """`base` with every setting the files make; `maxDownloadMBs` becomes the payload limit in bytes
-        (`getMaxPayloadSize`: the reader is built with 0, so the limit is exactly maxDownloadMBs MiB)."""
-        changes = {k: v for k, v in self.values.items() if k not in ("error_aggregation", "max_download_mbs")}
+        (`getMaxPayloadSize`: the reader is built with 0, so the limit is exactly maxDownloadMBs MiB), and the
+        storage settings the store's naming of listed files."""
+        changes = {
+            k: v
+            for k, v in self.values.items()
+            if k not in ("error_aggregation", "max_download_mbs") and not k.startswith("storage.")
+        }
         if "max_download_mbs" in self.values:
             changes["max_payload_bytes"] = payload_limit(self.values["max_download_mbs"])
+        if self.store is not None:
+            changes["store"] = self.store
         return replace(base, **changes)
+
+    @property
+    def store(self) -> Optional[PropellerStore]:
+        """Propeller's store as the files make it (flytestdlib `storage.NewDataStore` -> `newStowRawStore`), or
+        None where no file says anything about it (the model then names listed files as the prefix is named).
+        Raises DeploymentConfigError for a store propeller would not start with, or one the model cannot name."""
+        given = {k: v for k, v in self.values.items() if k.startswith("storage.") and k != "storage.limits"}
+        if not given:
+            return None
+        settings = {**STORAGE_DEFAULTS, **given}
+        kind_of_store = settings["storage.type"]
+        if kind_of_store not in STORAGE_TYPES:  # NewDataStore: "type is of an invalid value"
+            raise DeploymentConfigError(
+                f"storage.type: {kind_of_store!r} is not a store type propeller knows ({', '.join(STORAGE_TYPES)}): "
+                "it would not start"
+            )
+        if kind_of_store == "mem":
+            raise DeploymentConfigError(
+                "storage.type: mem: the model does not know how propeller's in-memory store names what it lists"
+            )
+        container = settings.get("storage.container", "")
+        if not container:
+            raise DeploymentConfigError(
+                "storage.container: not set: propeller does not start without it (flytestdlib newStowRawStore: "
+                "initContainer is required)"
+            )
+        in_stow = "storage.stow.config."
+        stow = {k[len(in_stow) :]: v for k, v in settings.items() if k.startswith(in_stow)}
+        stow_kind = settings.get("storage.stow.kind", "")
+        if stow_kind and stow:  # newStowRawStore: the stow section, when it has both kind and config
+            kind, endpoint, region = stow_kind, stow.get("endpoint", ""), stow.get("region", "")
+        else:  # else the legacy connection section, as S3 (legacyS3ConfigMap), whatever storage.type says
+            kind = "s3"
+            endpoint = settings.get("storage.connection.endpoint", "")
+            region = settings["storage.connection.region"]
+        if kind not in STOW_KINDS:
+            raise DeploymentConfigError(
+                f"storage.stow.kind: {kind!r} is not a stow kind flytestdlib registers ({', '.join(STOW_KINDS)}): "
+                "propeller would not start"
+            )
+        if kind == "google" or (kind == "s3" and endpoint):
+            return PropellerStore(StoreKind.AS_NAMED, container)  # listed as s3:// or gs:// names HEAD reaches
+        if kind != "s3":
+            raise DeploymentConfigError(
+                f"storage.stow.kind: {kind}: the model knows how s3 and google stores name what they list, not {kind}"
+            )
+        if settings.get("storage.enable-multicontainer"):
+            raise DeploymentConfigError(
+                "storage.enable-multicontainer: on AWS S3 (no endpoint) the earliest reader's HEAD of a listed error "
+                "file asks S3 for a bucket named like its host, s3-<region>.amazonaws.com: S3's answer is not "
+                "modelled"
+            )
+        return PropellerStore(StoreKind.AWS_S3, container, region or "us-east-1")
 
 
 @dataclass(frozen=True)
@@ -120,7 +198,21 @@ def _coerce(path: str, value: Any, kind: type, bits: int, source: str) -> tuple[
     (`goyaml.py`), and a note where that differs from the number written. A bool: from a number (not 0) or from what
     `strconv.ParseBool` takes, "" being false. An integer: from an integer or uint64, converted to the field's width;
     from a float, truncated (`int64(f)`) and converted; from a bool, 1 or 0; from a (quoted) string, what
-    `strconv.ParseInt(s, 0, width)` takes, "" being 0. Anything else fails the decode, and propeller does not start."""
+    `strconv.ParseInt(s, 0, width)` takes, "" being 0. A string: as written; from a bool, "1" or "0"; from a number,
+    its decimal digits (`strconv.FormatFloat(f, 'f', -1, 64)`: no exponent). Anything else fails the decode, and
+    propeller does not start."""
+    if kind is str:
+        if isinstance(value, str):
+            return value, None
+        if isinstance(value, bool):
+            return ("1" if value else "0"), None
+        if isinstance(value, int):
+            return str(value), None
+        if isinstance(value, float) and value == value and abs(value) != float("inf"):
+            from decimal import Decimal
+
+            return format(Decimal(repr(value)), "f"), None
+        raise DeploymentConfigError(f"{source}: {path}: expected a string, got {value!r}")
     if kind is bool:
         if isinstance(value, bool):
             return value, None
@@ -201,7 +293,36 @@ def parse_deployment(text: str, source: str) -> tuple[dict, dict]:
             values[name], note = _coerce(".".join(path), node, kind, bits, source)
             if note is not None:
                 notes[name] = f"{source}: {note}"
+    values.update(_stow_config(document, source))
     return values, notes
+
+
+def _stow_config(document: dict, source: str) -> dict:
+    """`storage.stow.config`'s keys as settings of their own (`storage.stow.config.<key>`), strings as mapstructure
+    makes them; the sections on the way are checked as `parse_deployment` checks them."""
+    node: Any = document
+    for depth, step in enumerate(STOW_CONFIG):
+        if not isinstance(node, dict) or step not in node or node[step] is None:
+            return {}
+        node = node[step]
+        where = ".".join(STOW_CONFIG[: depth + 1])
+        if isinstance(node, _SpelledTwice):
+            raise DeploymentConfigError(
+                f"{source}: {'.'.join(STOW_CONFIG[:depth])}: {' and '.join(node.spellings)} are one key to propeller "
+                "(viper ignores case) and which value it keeps is Go's random map order: write it once"
+            )
+        if not isinstance(node, dict):
+            raise DeploymentConfigError(f"{source}: {where}: expected a section (a mapping), got {node!r}")
+    settings = {}
+    for key, value in node.items():
+        path = f"{'.'.join(STOW_CONFIG)}.{key}"
+        if isinstance(value, _SpelledTwice):
+            raise DeploymentConfigError(
+                f"{source}: {'.'.join(STOW_CONFIG)}: {' and '.join(value.spellings)} are one key to propeller "
+                "(viper ignores case) and which value it keeps is Go's random map order: write it once"
+            )
+        settings[path], _ = _coerce(path, "" if value is None else value, str, 0, source)
+    return settings
 
 
 def load_deployment(paths: Sequence[str]) -> Deployment:
@@ -219,4 +340,9 @@ def load_deployment(paths: Sequence[str]) -> Deployment:
         these, said = parse_deployment(text, path)
         values.update(these)
         notes = {name: note for name, note in {**notes, **said}.items() if name not in these or name in said}
-    return Deployment(values, tuple(paths), tuple(notes.values()))
+    deployment = Deployment(values, tuple(paths), tuple(notes.values()))
+    try:
+        deployment.store  # noqa: B018 - checked here, where the files are named, not where a command plays it
+    except DeploymentConfigError as e:
+        raise DeploymentConfigError(f"{', '.join(paths)}: {e}") from None
+    return deployment

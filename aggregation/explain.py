@@ -196,7 +196,7 @@ def explain_store(
     note_unread: bool = False,
 ) -> Explanation:
     """`explain_prefix` for an open store and arguments already checked (the simulator's propeller, every round)."""
-    read = reader_for(strategy, config.max_payload_bytes).read(store)
+    read = reader_for(strategy, config.max_payload_bytes, config.store).read(store)
     outputs_exist, outputs_too_large = False, None
     if outputs_declared and read.error is None and read.round_error is None:
         try:

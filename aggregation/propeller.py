@@ -19,6 +19,7 @@ from typing import Optional
 from aggregation import defaults
 from aggregation.gonumbers import wrap
 from aggregation.kinds import JobCondition
+from aggregation.propeller_store import PropellerStore
 from aggregation.readers import ObservedError, ReadResult
 
 
@@ -78,6 +79,7 @@ class PropellerConfig:
     interruptible_failure_threshold: int = defaults.INTERRUPTIBLE_FAILURE_THRESHOLD
     max_workflow_retries: int = defaults.MAX_WORKFLOW_RETRIES
     max_payload_bytes: int = defaults.MAX_PAYLOAD_BYTES  # storage.limits.maxDownloadMBs
+    store: PropellerStore = PropellerStore()  # how its store names listed files (`propeller_store`)
 
     @property
     def workflow_retry_limit(self) -> int:

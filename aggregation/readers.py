@@ -12,7 +12,6 @@ evaluation round and tries again, and after `max-workflow-retries` such rounds f
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from typing import Callable, Optional
@@ -21,6 +20,7 @@ from flyteidl.core import errors_pb2, execution_pb2
 from google.protobuf.message import DecodeError
 
 from aggregation import defaults, gotime
+from aggregation.propeller_store import PropellerStore
 from aggregation.storage import ObjectNotFound, OutputPrefix, StorageError
 from aggregation.wire import decode_error_document
 
@@ -49,6 +49,8 @@ RULE_LISTING_RACE = "IsError listed error files, ReadError listed none: Unknown,
 
 KIND_NAMES = {value: name for name, value in execution_pb2.ExecutionError.ErrorKind.items()}
 _RECOVERABLE = errors_pb2.ContainerError.RECOVERABLE
+#: the store the readers assume when none is configured: listed names are reachable, named as the prefix is
+AS_NAMED = PropellerStore()
 
 
 def kind_name(kind: int) -> str:
@@ -164,32 +166,10 @@ def parse_document(data: bytes) -> errors_pb2.ErrorDocument:
     return decode_error_document(data)
 
 
-def listed_reference(location: str, key: str) -> str:
-    """The key as flytestdlib's `List` names it, which is how the earliest reader's messages name files.
-
-    `StowStore.List` returns `item.URL().String()`: for S3-style stores (stow's s3 item with a custom
-    endpoint: `s3://bucket/key`) and stow's local store (`file:///path`), Go's `url.URL` escapes the path
-    (`error #1.pb` -> `error%20%231.pb`). Other prefixes are named as given.
-    """
-    location = location.rstrip("/")
-    if location.startswith("s3://"):
-        return "s3://" + go_escape_path(f"{location[len('s3://') :]}/{key}")
-    if location[:6].lower() == "file:/":  # escaped from the path it names (`storage.file_url_path`), not again
-        from urllib.parse import unquote, urlsplit
-
-        return "file://" + go_escape_path(f"{unquote(urlsplit(location).path)}/{key}")
-    return f"{location}/{key}"
-
-
-_PATH_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~$&+,/:;=@")
-_ALL_PATH_SAFE = re.compile(r"[A-Za-z0-9\-_.~$&+,/:;=@]*")
-
-
-def go_escape_path(path: str) -> str:
-    """Go's `url.PathEscape`-like `escape(path, encodePath)` (net/url `shouldEscape`): each other byte as %XX."""
-    if _ALL_PATH_SAFE.fullmatch(path):  # the usual key: nothing to escape
-        return path
-    return "".join(chr(b) if b in _PATH_SAFE else f"%{b:02X}" for b in path.encode("utf-8"))
+def listed_reference(location: str, key: str, store: PropellerStore = AS_NAMED) -> str:
+    """The key as flytestdlib's `List` names it, which is how the earliest reader's messages name files, and what
+    it HEADs and reads (`propeller_store`)."""
+    return store.listed_reference(location, key)
 
 
 def too_large(reference: str, size: int, limit: int) -> str:
@@ -269,8 +249,12 @@ class EarliestErrorReader:
     strategy = EARLIEST
 
     def __init__(
-        self, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, canonical_name: str = CANONICAL_ERROR_FILE
+        self,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        canonical_name: str = CANONICAL_ERROR_FILE,
+        store: PropellerStore = AS_NAMED,
     ) -> None:
+        self.store = store
         pieces = canonical_name.split(".")
         if len(pieces) != 2:
             # newEarliestFileErrorReader refuses any other canonical name
@@ -309,14 +293,19 @@ class EarliestErrorReader:
                 EARLIEST, rule=RULE_ROUND_ERROR, round_error=f"failed to list error files @[{location}]: {e}"
             )
         sizes: list[int] = []
+        store = self.store
         for key in heads:
+            if store.lists_unreachable_names:  # HEAD of the listed name fails before it asks the store
+                named = store.listed_reference(location, key)
+                problem = f"failed to read error file @[{named}]: {store.head_error(named)}"
+                return self._round_error(heads, sizes, Candidate(key, 0, problem=problem), ignored)
             try:
                 size = prefix.head(key)
             except StorageError as e:
-                problem = f"failed to read error file @[{listed_reference(location, key)}]: {e}"
+                problem = f"failed to read error file @[{store.listed_reference(location, key)}]: {e}"
                 return self._round_error(heads, sizes, Candidate(key, 0, problem=problem), ignored)
             if size is not None and size > self.max_payload_bytes:
-                problem = too_large(listed_reference(location, key), size, self.max_payload_bytes)
+                problem = too_large(store.listed_reference(location, key), size, self.max_payload_bytes)
                 return self._round_error(heads, sizes, Candidate(key, size, problem=problem), ignored)
             sizes.append(size or 0)
         if not heads:
@@ -346,7 +335,7 @@ class EarliestErrorReader:
         winner_index, winner_key = 0, None
         for index, key in enumerate(listed):
             size = size_of.get(key, 0)
-            reference = partial(listed_reference, location, key)  # built only for a message that names the file
+            reference = partial(self.store.listed_reference, location, key)  # built only for a message naming it
             try:
                 document = _read_document(prefix, key, reference, self.max_payload_bytes)
             except (StorageError, DecodeError) as e:
@@ -399,13 +388,14 @@ class EarliestErrorReader:
 
 
 @lru_cache(maxsize=64)
-def reader_for(strategy: str, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES):
-    """The reader propeller builds for an aggregation strategy ("earliest" or "default").
+def reader_for(strategy: str, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, store: PropellerStore = AS_NAMED):
+    """The reader propeller builds for an aggregation strategy ("earliest" or "default") on its store.
 
     Readers hold only their configuration, so one per configuration serves every round (a simulation runs one
-    round per attempt)."""
+    round per attempt). The default reader HEADs the name it builds, so the store's naming of listings is the
+    earliest reader's alone."""
     if strategy == EARLIEST:
-        return EarliestErrorReader(max_payload_bytes)
+        return EarliestErrorReader(max_payload_bytes, store=store)
     if strategy == DEFAULT:
         return DefaultErrorReader(max_payload_bytes)
     raise ValueError(f"unknown error aggregation strategy: {strategy!r} (expected one of {', '.join(STRATEGIES)})")

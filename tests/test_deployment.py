@@ -82,7 +82,7 @@ def test_max_download_mbs_from_the_file_or_the_flag_sets_the_size_limit(tmp_path
 def test_sections_match_without_case_and_unknown_keys_are_ignored(tmp_path):
     path = write(
         tmp_path,
-        "Storage:\n  Limits:\n    MAXDOWNLOADMBS: '7'\n  type: s3\nPropeller:\n  Node-Config:\n"
+        "Storage:\n  Limits:\n    MAXDOWNLOADMBS: '7'\n  type: s3\n  container: b\nPropeller:\n  Node-Config:\n"
         "    max-node-retries-system-failures: 5\n  unrelated: {a: 1}\nadmin: {endpoint: dns:///x}\n",
     )
     deployment = load_deployment([path])
@@ -97,8 +97,8 @@ def test_sections_match_without_case_and_unknown_keys_are_ignored(tmp_path):
         ("storage: {limits: {maxDownloadMBs: 1, maxdownloadmbs: 5}}\n", 1),
         ("storage: {limits: {maxdownloadmbs: 5, maxDownloadMBs: 1}}\n", 1),
         # the whole section is replaced, not merged: the mixed-case one's has no limits
-        ("storage:\n  limits: {maxDownloadMBs: 1}\nStorage:\n  type: s3\n", None),
-        ("Storage:\n  type: s3\nstorage:\n  limits: {maxDownloadMBs: 1}\n", None),
+        ("storage:\n  limits: {maxDownloadMBs: 1}\nStorage:\n  type: s3\n  container: b\n", None),
+        ("Storage:\n  type: s3\n  container: b\nstorage:\n  limits: {maxDownloadMBs: 1}\n", None),
     ],
 )
 def test_a_key_spelt_in_two_cases_keeps_the_mixed_case_value_whatever_the_order(tmp_path, text, mbs):
