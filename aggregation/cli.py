@@ -463,6 +463,7 @@ def explain(
         strategy = EARLIEST if deployment.error_aggregation else DEFAULT  # unset (or null): Flyte's default, off
     from aggregation.explain import explain_prefix
     from aggregation.propeller import NodeState
+    from aggregation.propeller_store import StoreNamingUnknown
     from aggregation.storage import FsspecPrefix, StorageError, StoreUnreachable, not_a_directory, open_prefix
 
     _refuse_a_store_no_process_shares(prefix)
@@ -473,7 +474,7 @@ def explain(
             raise StorageError(not_a_directory(prefix, exists=True))  # as for a local file: an object, not a prefix
         state = NodeState(attempts, system_failures)
         explanation = explain_prefix(store, strategy, outputs_declared, retries, state, config, note_unread=True)
-    except (StorageError, StoreUnreachable) as e:
+    except (StorageError, StoreUnreachable, StoreNamingUnknown) as e:
         _fail(str(e))
         return
     if as_json:

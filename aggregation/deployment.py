@@ -108,7 +108,8 @@ class Deployment:
     def store(self) -> Optional[PropellerStore]:
         """Propeller's store as the files make it (flytestdlib `storage.NewDataStore` -> `newStowRawStore`), or
         None where no file says anything about it (the model then names listed files as the prefix is named).
-        Raises DeploymentConfigError for a store propeller would not start with, or one the model cannot name."""
+        Raises DeploymentConfigError for a store propeller would not start with; a store whose naming of listings
+        the model does not know is refused only by the earliest reader, which alone meets it."""
         given = {k: v for k, v in self.values.items() if k.startswith("storage.") and k != "storage.limits"}
         if not given:
             return None
@@ -118,10 +119,6 @@ class Deployment:
             raise DeploymentConfigError(
                 f"storage.type: {kind_of_store!r} is not a store type propeller knows ({', '.join(STORAGE_TYPES)}): "
                 "it would not start"
-            )
-        if kind_of_store == "mem":
-            raise DeploymentConfigError(
-                "storage.type: mem: the model does not know how propeller's in-memory store names what it lists"
             )
         container = settings.get("storage.container", "")
         if not container:
@@ -138,6 +135,12 @@ class Deployment:
             kind = "s3"
             endpoint = settings.get("storage.connection.endpoint", "")
             region = settings["storage.connection.region"]
+        if kind_of_store == "mem":
+            return _unmodelled(
+                container,
+                "storage.type: mem: the model does not know how propeller's in-memory store "
+                "names the error files it lists",
+            )
         if kind not in STOW_KINDS:
             raise DeploymentConfigError(
                 f"storage.stow.kind: {kind!r} is not a stow kind flytestdlib registers ({', '.join(STOW_KINDS)}): "
@@ -146,16 +149,25 @@ class Deployment:
         if kind == "google" or (kind == "s3" and endpoint):
             return PropellerStore(StoreKind.AS_NAMED, container)  # listed as s3:// or gs:// names HEAD reaches
         if kind != "s3":
-            raise DeploymentConfigError(
-                f"storage.stow.kind: {kind}: the model knows how s3 and google stores name what they list, not {kind}"
+            return _unmodelled(
+                container,
+                f"storage.stow.kind: {kind}: the model knows how s3 and google stores name the error "
+                f"files they list, not {kind}",
             )
         if settings.get("storage.enable-multicontainer"):
-            raise DeploymentConfigError(
-                "storage.enable-multicontainer: on AWS S3 (no endpoint) the earliest reader's HEAD of a listed error "
-                "file asks S3 for a bucket named like its host, s3-<region>.amazonaws.com: S3's answer is not "
-                "modelled"
+            return _unmodelled(
+                container,
+                "storage.enable-multicontainer: on AWS S3 (no endpoint) the earliest reader's HEAD of a "
+                "listed error file asks S3 for a bucket named like its host, s3-<region>.amazonaws.com: S3's answer "
+                "is not modelled",
             )
         return PropellerStore(StoreKind.AWS_S3, container, region or "us-east-1")
+
+
+def _unmodelled(container: str, refusal: str) -> PropellerStore:
+    """A store the default reader reads as any other, and the earliest one refuses (`StoreNamingUnknown`) once it
+    lists an error file: only that reader meets its naming."""
+    return PropellerStore(StoreKind.UNMODELLED, container, refusal=refusal)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ from aggregation.propeller import (
     node_decision,
     task_outcome,
 )
+from aggregation.propeller_store import StoreNamingUnknown
 from aggregation.readers import DEFAULT, EARLIEST, ReadResult
 from aggregation.scenario import ModelRefusal, ScenarioSpec
 from aggregation.storage import OutputPrefix
@@ -70,6 +71,13 @@ class Observation:
     read: Optional[ReadResult]
     outcome: TaskOutcome
     decision: NodeDecision
+
+
+class StoreNotModelled(ModelRefusal):
+    """The earliest reader listed an error file on a store whose naming of listings the model does not know
+    (`propeller_store.StoreNamingUnknown`): the deployment's storage section says which."""
+
+    kind = "the store's naming of listed error files is not modelled"
 
 
 class CreatedInTheSameSecond(ModelRefusal):
@@ -192,14 +200,17 @@ class PropellerActor:
             self._decided(condition, (), None, outcome, node_decision(outcome, spec.retries, self.state, self.config))
             return
         prefix, seen = self.snapshot()
-        explanation = explain_store(
-            prefix,
-            EARLIEST if spec.error_aggregation else DEFAULT,
-            spec.outputs_declared,
-            spec.retries,
-            self.state,
-            self.config,
-        )
+        try:
+            explanation = explain_store(
+                prefix,
+                EARLIEST if spec.error_aggregation else DEFAULT,
+                spec.outputs_declared,
+                spec.retries,
+                self.state,
+                self.config,
+            )
+        except StoreNamingUnknown as e:
+            raise StoreNotModelled(str(e)) from None
         if explanation.outcome.phase is TaskPhase.ROUND_FAILED:
             self.failed_rounds = _uint32_sum(self.failed_rounds, 1)
             self.last_round_error = explanation.outcome.round_error

@@ -30,6 +30,12 @@ class StoreKind(enum.Enum):
 
     AS_NAMED = "as the prefix names it"  # no storage configuration given: s3://, gs:// and file:// names escaped
     AWS_S3 = "AWS S3 (no endpoint)"
+    UNMODELLED = "a naming the model does not know"  # `refusal` says which store
+
+
+class StoreNamingUnknown(ValueError):
+    """The earliest reader listed an error file on a store whose naming of listings the model does not know: no
+    verdict. Only that reader meets it; the default one HEADs the name it builds."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,12 @@ class PropellerStore:
     kind: StoreKind = StoreKind.AS_NAMED
     container: str = ""  # storage.container: the bucket propeller's store opens (`InitContainer`)
     region: str = ""  # AWS_S3: storage.connection.region or stow's `region`
+    refusal: str = ""  # UNMODELLED: why the model cannot name what this store lists
+
+    def check_modelled(self) -> None:
+        """Raise StoreNamingUnknown where the model does not know how this store names what it lists."""
+        if self.kind is StoreKind.UNMODELLED:
+            raise StoreNamingUnknown(self.refusal)
 
     @property
     def lists_unreachable_names(self) -> bool:
@@ -108,8 +120,9 @@ def go_url_parse_error(raw: str) -> Optional[str]:
     path = before.split("?", 1)[0]
     for text, quoted in ((path, before), (fragment if hash_sign else "", raw)):
         bad = _BAD_ESCAPE.search(text)
-        if bad is not None:
-            return f"parse {go_quote(quoted)}: invalid URL escape {go_quote(text[bad.start() : bad.start() + 3])}"
+        if bad is not None:  # unescape's EscapeError: the next three bytes, not characters, from the "%"
+            escape = text[bad.start() :].encode("utf-8", "surrogateescape")[:3]
+            return f"parse {go_quote(quoted)}: invalid URL escape {go_quote(escape.decode('utf-8', 'surrogateescape'))}"
     return None
 
 

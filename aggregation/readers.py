@@ -294,6 +294,8 @@ class EarliestErrorReader:
             )
         sizes: list[int] = []
         store = self.store
+        if heads:
+            store.check_modelled()
         for key in heads:
             if store.lists_unreachable_names:  # HEAD of the listed name fails before it asks the store
                 named = store.listed_reference(location, key)

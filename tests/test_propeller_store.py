@@ -19,7 +19,13 @@ from aggregation.deployment import DeploymentConfigError, load_deployment
 from aggregation.documents import error_document_bytes
 from aggregation.explain import explain_prefix
 from aggregation.propeller import PropellerConfig
-from aggregation.propeller_store import PropellerStore, StoreKind, go_quote, go_url_parse_error
+from aggregation.propeller_store import (
+    PropellerStore,
+    StoreKind,
+    StoreNamingUnknown,
+    go_quote,
+    go_url_parse_error,
+)
 from aggregation.readers import DEFAULT, EARLIEST, RULE_ROUND_ERROR, reader_for
 from aggregation.storage import MemoryPrefix
 
@@ -100,18 +106,41 @@ def test_storage_settings_merge_across_files_key_by_key(tmp_path):
     [
         ("storage: {type: s3}", "storage.container: not set: propeller does not start without it"),
         ("storage: {type: S3, container: b}", "storage.type: 'S3' is not a store type propeller knows"),
-        ("storage: {type: mem, container: b}", "storage.type: mem: the model does not know"),
-        ("storage: {container: b, stow: {kind: azure, config: {a: b}}}", "storage.stow.kind: azure: the model knows"),
         ("storage: {container: b, stow: {kind: nosuch, config: {a: b}}}", "storage.stow.kind: 'nosuch' is not a stow"),
-        ("storage: {container: b, enable-multicontainer: true}", "storage.enable-multicontainer: on AWS S3"),
         ("storage: {container: b, stow: {config: [1]}}", "storage.stow.config: expected a section"),
         ("storage: {container: [b]}", "storage.container: expected a string"),
     ],
 )
-def test_a_store_propeller_would_not_start_with_or_the_model_cannot_name_is_one_line(tmp_path, text, message):
+def test_a_store_propeller_would_not_start_with_is_one_line(tmp_path, text, message):
     with pytest.raises(DeploymentConfigError, match=message.replace(".", r"\.").replace("(", r"\(")) as raised:
         _store(tmp_path, text)
     assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "text, refusal",
+    [
+        ("storage: {type: mem, container: b}", "storage.type: mem: the model does not know"),
+        ("storage: {container: b, stow: {kind: azure, config: {a: b}}}", "storage.stow.kind: azure: the model knows"),
+        ("storage: {container: b, enable-multicontainer: true}", "storage.enable-multicontainer: on AWS S3"),
+    ],
+)
+def test_a_store_whose_naming_is_not_modelled_is_refused_only_by_the_earliest_reader(tmp_path, text, refusal):
+    """Only `earliestFileErrorReader` uses listed names: the default reader reads such a deployment as any other, and
+    the earliest one refuses once it lists an error file (no file: nothing named, no error)."""
+    store = _store(tmp_path, text)
+    assert store.kind is StoreKind.UNMODELLED
+    assert reader_for(DEFAULT, store=store).read(_two_errors()).error.code == "USER:RuntimeError"
+    assert reader_for(EARLIEST, store=store).read(MemoryPrefix([("errors.txt", b"")])).error is None
+    with pytest.raises(StoreNamingUnknown, match=refusal.replace(".", r"\.")):
+        reader_for(EARLIEST, store=store).read(_two_errors())
+    config = tmp_path / "aggregation.yaml"
+    config.write_text("plugins: {k8s: {enable-distributed-error-aggregation: true}}\n")
+    scenario = str(SCENARIOS / "preemption_during_training.textproto")
+    command = [AGGSIM, "simulate", scenario, "--propeller-config", str(tmp_path / "config-0.yaml")]
+    refused = subprocess.run([*command, "--propeller-config", str(config)], capture_output=True, text=True)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and refusal in refused.stderr
+    assert subprocess.run(command, capture_output=True, text=True).returncode == 0  # aggregation off: played
 
 
 # --- the earliest reader on AWS S3 (IsError HEADs the listed name) ---------------------------------------------------
@@ -151,6 +180,9 @@ def test_a_listed_name_go_cannot_parse_fails_head_with_go_s_parse_error():
         ("error-%zz.pb", 'parse "https://s3-eu-west-1.amazonaws.com/my-bucket/p/error-%zz.pb": '
          'invalid URL escape "%zz"'),
         ("error#%z.pb", 'parse "https://s3-eu-west-1.amazonaws.com/my-bucket/p/error#%z.pb": invalid URL escape "%z."'),
+        # unescape's EscapeError holds the three bytes from the "%", quoted by strconv.Quote
+        ("error%€.pb", 'parse "https://s3-eu-west-1.amazonaws.com/my-bucket/p/error%€.pb": '
+         'invalid URL escape "%\\xe2\\x82"'),
         ("error?%zz.pb", None),  # in the query, which Parse does not unescape: the container error
         ("error-%41.pb", None),
     ]:  # fmt: skip
