@@ -110,7 +110,7 @@ class Deployment:
         None where no file says anything about it (the model then names listed files as the prefix is named).
         Raises DeploymentConfigError for a store propeller would not start with; a store whose naming of listings
         the model does not know is refused only by the earliest reader, which alone meets it."""
-        given = {k: v for k, v in self.values.items() if k.startswith("storage.") and k != "storage.limits"}
+        given = {k: v for k, v in self.values.items() if k.startswith("storage.")}
         if not given:
             return None
         settings = {**STORAGE_DEFAULTS, **given}
@@ -176,6 +176,14 @@ class _SpelledTwice:
     random map order (below)."""
 
     spellings: tuple[str, ...]
+
+    def error(self, source: str, section: Sequence[str]) -> DeploymentConfigError:
+        """The one-line error for these spellings, found in `section` (a key path; empty at the top)."""
+        where = ".".join(section)
+        return DeploymentConfigError(
+            f"{source}: {where + ': ' if where else ''}{' and '.join(self.spellings)} are one key to propeller "
+            "(viper ignores case) and which value it keeps is Go's random map order: write it once"
+        )
 
 
 def _go_lower(text: str) -> str:
@@ -292,11 +300,7 @@ def parse_deployment(text: str, source: str) -> tuple[dict, dict]:
                 break
             node = node[step]
             if isinstance(node, _SpelledTwice):
-                where = ".".join(path[:depth])
-                raise DeploymentConfigError(
-                    f"{source}: {where + ': ' if where else ''}{' and '.join(node.spellings)} are one key to "
-                    "propeller (viper ignores case) and which value it keeps is Go's random map order: write it once"
-                )
+                raise node.error(source, path[:depth])
             if depth < len(path) - 1 and node is not None and not isinstance(node, dict):
                 # propeller's decoder (mapstructure) cannot fill a section from a scalar: it does not start
                 section = ".".join(path[: depth + 1])
@@ -317,22 +321,16 @@ def _stow_config(document: dict, source: str) -> dict:
         if not isinstance(node, dict) or step not in node or node[step] is None:
             return {}
         node = node[step]
-        where = ".".join(STOW_CONFIG[: depth + 1])
         if isinstance(node, _SpelledTwice):
-            raise DeploymentConfigError(
-                f"{source}: {'.'.join(STOW_CONFIG[:depth])}: {' and '.join(node.spellings)} are one key to propeller "
-                "(viper ignores case) and which value it keeps is Go's random map order: write it once"
-            )
+            raise node.error(source, STOW_CONFIG[:depth])
         if not isinstance(node, dict):
+            where = ".".join(STOW_CONFIG[: depth + 1])
             raise DeploymentConfigError(f"{source}: {where}: expected a section (a mapping), got {node!r}")
     settings = {}
     for key, value in node.items():
         path = f"{'.'.join(STOW_CONFIG)}.{key}"
         if isinstance(value, _SpelledTwice):
-            raise DeploymentConfigError(
-                f"{source}: {'.'.join(STOW_CONFIG)}: {' and '.join(value.spellings)} are one key to propeller "
-                "(viper ignores case) and which value it keeps is Go's random map order: write it once"
-            )
+            raise value.error(source, STOW_CONFIG)
         settings[path], _ = _coerce(path, "" if value is None else value, str, 0, source)
     return settings
 

@@ -296,11 +296,11 @@ class EarliestErrorReader:
         store = self.store
         if heads:
             store.check_modelled()
-        for key in heads:
-            if store.lists_unreachable_names:  # HEAD of the listed name fails before it asks the store
-                named = store.listed_reference(location, key)
+            if store.lists_unreachable_names:  # HEAD of the first listed name fails before it asks the store
+                named = store.listed_reference(location, heads[0])
                 problem = f"failed to read error file @[{named}]: {store.head_error(named)}"
-                return self._round_error(heads, sizes, Candidate(key, 0, problem=problem), ignored)
+                return self._round_error(heads, sizes, Candidate(heads[0], 0, problem=problem), ignored)
+        for key in heads:
             try:
                 size = prefix.head(key)
             except StorageError as e:
