@@ -193,6 +193,8 @@ class Pod:
         # the read at which a waiting node finds its join deadline passed: the first at or after it (a real loop's
         # reads drift later than whole seconds, so a deadline on the read grid is past by that read)
         self.deadline_read = math.inf
+        # when a SIGTERM reached the agent blocked at the exit barrier: torch's handler runs once the wait returns
+        self.held_signal: Optional[float] = None
         self._course: list[Scheduled] = []  # reactions that a change of course cancels
         self.clock.at(timing.rendezvous, self._rendezvous_done)
 
@@ -302,6 +304,9 @@ class Pod:
         if lands_during_fork and self.fork:
             self._log(What.SIGNAL_LOST)
             return
+        if self.state is PodState.AT_EXIT_BARRIER:
+            self._hold_at_exit_barrier(arrived)
+            return
         if self.state is PodState.STARTING and not self.plugin.handles_first_rendezvous_signal:
             # no handler before the first PContext.start(): default disposition kills the agent
             self._exit(SIGTERM_EXIT, "killed by SIGTERM during the first rendezvous, no error file")
@@ -316,6 +321,19 @@ class Pod:
         self._later(shutdown, lambda: self._on_signal_caught(arrived))
         if had_workers or left_rendezvous:  # a node leaving the first rendezvous strands its peers there
             self.clock.at(arrived + shutdown, lambda: self.group.peer_died(self, arrived + shutdown))
+
+    def _hold_at_exit_barrier(self, arrived: float) -> None:
+        """A SIGTERM at the exit barrier. The agent is blocked in the store's C++ `wait` (torch `utils/store.py`
+        `barrier`), and CPython runs torch's handler only once that call returns: the SignalException is raised when
+        the barrier passes (every agent arrived, the store gone, or its timeout), and `_exit_barrier` re-raises it.
+        Interrupted, the wait polls its socket again for its whole timeout (c10d `socket.cpp` `waitForInput`), so
+        the timeout counts from the signal. Measured (torch 2.13, a barrier of two, `_terminate_process_handler`):
+        a SIGTERM 1 s or 3 s into the wait was raised when the other member arrived at 6 s; with a 10 s timeout and
+        no other member, at 11 s and 13 s (10 s without a signal)."""
+        self.held_signal = arrived
+        self._change_course(PodState.AT_EXIT_BARRIER)  # the timeout, restarted
+        self._log(What.SIGNAL_HELD)
+        self._later(defaults.EXIT_BARRIER_TIMEOUT_SECONDS, lambda: self.exit_barrier_passed("timed out"))
 
     def _on_signal_caught(self, arrived: float) -> None:
         stamp = self.plugin.signal_report(self._own_clock(arrived), self._own_clock(self.clock.now))
@@ -552,6 +570,12 @@ class Pod:
         if self.state is not PodState.AT_EXIT_BARRIER:
             return
         self._change_course(PodState.STOPPING)
+        if self.held_signal is not None:
+            # `run` catches the re-raised SignalException, shuts down (its workers are gone) and raises it on: as
+            # any signal, it leaves the rendezvous open
+            self._log(What.HELD_SIGNAL_RAISED, reason=why)
+            self._on_signal_caught(self.held_signal)
+            return
         self._log(What.EXIT_BARRIER_PASSED, reason=why)
         self.group.close_rendezvous(self)
         self._finish(None, outputs=self.rank0)
@@ -617,6 +641,7 @@ class SimulatedPods:
         self.checkpoint_written = False
         self.completion_due: Optional[float] = None  # when the training ended, while some pod was not training
         self.training_completed = False
+        self.arrived_at_barrier = 0  # agents counted at the exit barrier, killed ones too: the count is the store's
 
     # --- the interface the world uses (shared with the real pods) ---------------------------------
     def start(self, world: "Attempt") -> Clock:
@@ -723,10 +748,14 @@ class SimulatedPods:
             pod.clock.at(done, round_complete)
 
     def arrived_at_exit_barrier(self, pod: Pod) -> None:
-        """torch `_exit_barrier`: every agent of the job must arrive; without the store it fails at once."""
+        """torch `utils/store.py` `barrier`: each agent adds one to a counter in the store and waits until the count
+        reaches the job's agents, so one that arrived and was killed there still counts; without the store the wait
+        fails at once."""
         if self.store_host.state is PodState.EXITED:
             pod.exit_barrier_passed("the rendezvous store is gone")
-        elif self._every_pod(PodState.AT_EXIT_BARRIER):
+            return
+        self.arrived_at_barrier += 1
+        if self.arrived_at_barrier == len(self.pods):
             for p in list(self.pods.values()):
                 p.exit_barrier_passed("every agent arrived")
 

@@ -33,6 +33,8 @@ class What(NamedEnum):
     POD_DELETED = "pod_deleted"  # the API server marks the pod for deletion (the kubelet's SIGTERM follows)
     SIGTERM = "sigterm"
     SIGNAL_LOST = "signal_lost"  # inside os.fork(), fork start method
+    SIGNAL_HELD = "signal_held"  # at the exit barrier: torch's handler runs once the barrier's store wait returns
+    HELD_SIGNAL_RAISED = "held_signal_raised"  # the exit barrier's wait returned: the held SignalException is raised
     SIGKILL = "sigkill"
     SIGNAL_CAUGHT = "signal_caught"  # the plugin saw torch's SignalException
     WORKER_FAILED = "worker_failed"
@@ -117,6 +119,10 @@ class Event(NamedTuple):
             return f"SIGTERM ({self.reason})"
         if what is w.SIGNAL_LOST:
             return "signal lost inside os.fork(): the agent runs on until SIGKILL"
+        if what is w.SIGNAL_HELD:
+            return "SIGTERM held until the exit barrier's store wait returns (torch's handler runs after it)"
+        if what is w.HELD_SIGNAL_RAISED:
+            return f"the exit barrier's wait returns ({self.reason}): torch's handler raises the held SIGTERM"
         if what is w.SIGKILL:
             return "SIGKILL after the grace period"
         if what is w.SIGNAL_CAUGHT:

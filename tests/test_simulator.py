@@ -2006,6 +2006,63 @@ def test_the_exit_barrier_waits_for_every_agent_unless_the_store_is_gone():
     assert all(e.at >= 332.5 for e in timeline if e.what is What.EXIT_BARRIER_PASSED)
 
 
+def test_a_sigterm_at_the_exit_barrier_is_raised_only_when_the_barrier_s_wait_returns():
+    """torch `utils/store.py` `barrier` blocks in the store's C++ `wait`; CPython runs torch's
+    `_terminate_process_handler` only once it returns, and `SimpleElasticAgent._exit_barrier` re-raises the
+    SignalException. Interrupted, the wait polls again for its whole timeout (c10d `socket.cpp` `waitForInput`).
+    Measured (torch 2.13, a barrier of two): a SIGTERM 1 s or 3 s in was raised when the other member arrived at
+    6 s; with a 10 s timeout and no other member, at 11 s and 13 s. b waits at the barrier from 32.5 s, a arrives
+    at 35 s."""
+    completion = "events { at_seconds: 30 completion {} }"
+    joined = "finished_worker_exit_seconds: 0.5"
+    a_slower = 'pod_timings { pod: "a" timings { finished_worker_exit_seconds: 3 } }'
+    preempt_b = ' events { at_seconds: 33 pod: "b" preemption {} }'
+    for plugin, stamp in (("recoverable", 33.0), ("seed-pr", 35.0), ("upstream", None)):
+        attempt = simulate(scenario(completion + preempt_b, timings=joined, plugin=plugin, extra=a_slower)).attempts[0]
+        b = [(e.at, e.what, e.reason) for e in attempt.timeline if e.actor == "b"]
+        assert (33.0, What.SIGNAL_HELD, "") in b, plugin
+        assert (35.0, What.HELD_SIGNAL_RAISED, "every agent arrived") in b, plugin
+        [caught] = [e for e in attempt.timeline if e.what is What.SIGNAL_CAUGHT]
+        assert (caught.actor, caught.at, caught.stamp) == ("b", 35.0, stamp), plugin
+        passed = [(e.actor, e.at) for e in attempt.timeline if e.what is What.EXIT_BARRIER_PASSED]
+        assert passed == [("a", 35.0)], plugin  # a's wait is not held up: b's arrival was counted at 32.5
+        errors = [u.error.timestamp for u in attempt.uploads if u.error is not None]
+        assert errors == ([] if stamp is None else [stamp]), plugin
+
+    # no other agent arrives: the held signal is raised at the barrier's timeout, 300 s from the signal, not from b's
+    # arrival at 32.5 (a grace period long enough to see it)
+    never = 'pod_timings { pod: "a" timings { finished_worker_exit_seconds: 390 } }'
+    preempt_late = ' events { at_seconds: 100 pod: "b" preemption {} }'
+    long_grace = "termination_grace_period_seconds: 400"
+    attempt = simulate(scenario(completion + preempt_late, job=long_grace, timings=joined, extra=never)).attempts[0]
+    [raised] = [e for e in attempt.timeline if e.what is What.HELD_SIGNAL_RAISED]
+    assert (raised.actor, raised.at, raised.reason) == ("b", 400.0, "timed out")
+
+    # the store's host leaves (its own preemption, caught at once before its barrier): b's wait fails, the signal rises
+    preempt_a = ' events { at_seconds: 33.5 pod: "a" preemption {} }'
+    attempt = simulate(scenario(completion + preempt_b + preempt_a, timings=joined, extra=a_slower)).attempts[0]
+    [raised] = [e for e in attempt.timeline if e.what is What.HELD_SIGNAL_RAISED]
+    assert (
+        raised.actor == "b" and raised.at == attempt.exits["a"][1] and raised.reason == "the rendezvous store is gone"
+    )
+
+
+def test_an_agent_killed_at_the_exit_barrier_still_counts_as_arrived():
+    """torch `utils/store.py` `_barrier_nonblocking`: each agent adds one to a counter in the store as it arrives and
+    the last one's add sets the key every agent waits on. b, SIGKILLed at the barrier while its SIGTERM is held,
+    has added its one: a passes the barrier as it arrives instead of waiting out the 300 s timeout."""
+    completion = "events { at_seconds: 30 completion {} }"
+    a_slower = 'pod_timings { pod: "a" timings { finished_worker_exit_seconds: 10 } }'
+    events = completion + ' events { at_seconds: 33 pod: "b" preemption {} }'
+    spec = scenario(
+        events, job="termination_grace_period_seconds: 5", timings="finished_worker_exit_seconds: 0.5", extra=a_slower
+    )
+    attempt = simulate(spec).attempts[0]
+    assert attempt.exits["b"] == (137, 38.0)
+    [passed] = [e for e in attempt.timeline if e.what is What.EXIT_BARRIER_PASSED]
+    assert (passed.actor, passed.at, passed.reason) == ("a", 42.0, "every agent arrived")
+
+
 def test_at_one_instant_the_store_s_loss_reaches_the_survivors_before_the_operator():
     """The store lives in worker 0's agent process: its socket closes as that process exits, so an agent blocked
     at the exit barrier (torch `utils/store.py` `barrier`: `store.wait`) fails there before the kubelet can report
