@@ -196,7 +196,7 @@ class Pod:
         # when a SIGTERM reached the agent blocked at the exit barrier: torch's handler runs once the wait returns
         self.held_signal: Optional[float] = None
         self._course: list[Scheduled] = []  # reactions that a change of course cancels
-        self.clock.at(timing.rendezvous, self._rendezvous_done)
+        self.clock.at(timing.rendezvous, self._joined_first_round)
 
     # --- helpers -------------------------------------------------------------------------------
     def _log(self, what: What, **fields) -> None:
@@ -261,12 +261,18 @@ class Pod:
         first = on_the_clock(self.workers_started + self.timing.first_poll_after_start())
         return _tick_at_or_after(first, self.timing.monitor_interval, visible)
 
-    def _rendezvous_done(self) -> None:
+    def _joined_first_round(self) -> None:
+        """Its agent is up and has joined the first round (`rendezvous_seconds`); the round completes when the last
+        pod joins."""
+        if self.state is PodState.STARTING:
+            self.group.joined_first_round()
+
+    def first_round_complete(self) -> None:
+        """The first round completed with every pod: its workers start (torch installs its signal handlers now)."""
         if self.state is PodState.STARTING:
             self._enter(PodState.TRAINING)
             self._new_worker_group()
             self._log(What.RENDEZVOUS_DONE)
-            self.group.training_may_end()
 
     def _new_worker_group(self) -> None:
         self.workers_started = self.clock.now
@@ -641,6 +647,7 @@ class SimulatedPods:
         self.checkpoint_written = False
         self.completion_due: Optional[float] = None  # when the training ended, while some pod was not training
         self.training_completed = False
+        self.joined_first = 0  # pods that have joined the first rendezvous round
         self.arrived_at_barrier = 0  # agents counted at the exit barrier, killed ones too: the count is the store's
 
     # --- the interface the world uses (shared with the real pods) ---------------------------------
@@ -689,7 +696,7 @@ class SimulatedPods:
 
     def training_may_end(self) -> None:
         """Asked whenever a pod's workers (re)start: a training that ended while some pod was not training ends for
-        its workers once every pod trains (each pod trains from its own rendezvous, real workers from the last's)."""
+        its workers once every pod trains (after a restart's round; or a completion during the first round)."""
         if self.completion_due is not None and self._every_pod(PodState.TRAINING):
             ended, self.completion_due = self.completion_due, None
             self._end_training(f"the training ended at {ended:.3f}, before every pod trained")
@@ -724,6 +731,17 @@ class SimulatedPods:
     def store_host(self) -> Pod:
         """The pod whose agent hosts the c10d rendezvous store: worker 0, which PET_RDZV_ENDPOINT names."""
         return self.pods[self.spec.pods[0]]
+
+    def joined_first_round(self) -> None:
+        """torch `dynamic_rendezvous.py` `_add_to_participants`: the round completes as the participants reach
+        max_nodes (the job's size: min = max = its pods), so every pod's workers start as the last pod joins. The
+        other pods learn it at their next read of the rendezvous state, up to a second later: not modelled, as for a
+        restart's round (`joined`). A pod that left the round (or waits for one that did) leaves it incomplete."""
+        self.joined_first += 1
+        if self.joined_first == len(self.pods) and self._every_pod(PodState.STARTING):
+            for pod in self.pods.values():
+                pod.first_round_complete()
+            self.training_may_end()
 
     def joined(self, pod: Pod) -> None:
         """A pod entered a rendezvous round. Without the store it fails; with every pod of the job waiting (the

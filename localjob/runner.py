@@ -84,27 +84,17 @@ def _seconds(value: float) -> str:
 
 
 def _check_before_training(spec: ScenarioSpec, index: int, event) -> None:
-    """An event before the workers first train together. Real workers all train from that barrier; the model's
-    pods each train from their own rendezvous (`pods.py` `Pod._rendezvous_done`), the job's completion waits for
-    every pod (`SimulatedPods.complete`), and a pod that does not train ignores a worker error or a checkpoint
-    (`Pod.worker_error`, `Pod.checkpoint`). Only a signal before its pod trains plays the same on both: the runner
-    sends it while the real agents rendezvous (`timebase.lands_in_first_rendezvous`)."""
+    """An event before the workers first train together, as the model's pods do too (`pods.py`
+    `SimulatedPods.joined_first_round`). A pod that does not train ignores a worker error or a checkpoint
+    (`Pod.worker_error`, `Pod.checkpoint`), where real workers would take it as they start; only a signal plays the
+    same on both: the runner sends it while the real agents rendezvous (`timebase.lands_in_first_rendezvous`)."""
     start = barrier(spec)
-    if event.at >= start or event.kind not in ("preemption", "worker_error", "checkpoint"):
+    if event.at >= start or event.kind not in ("worker_error", "checkpoint"):
         return
-    where = f"attempts[{index}]: the {event.kind} at {_seconds(event.at)}"
-    pod = event.pod if event.kind != "checkpoint" else spec.pods[0]
-    own = spec.timings[pod].rendezvous
-    if event.at >= own:
-        raise Unplayable(
-            f"{where} comes after {pod}'s own rendezvous ({_seconds(own)}) but before every pod's "
-            f"({_seconds(start)}): the model trains {pod} from its own, real workers only once every pod has joined"
-        )
-    if event.kind != "preemption":
-        raise Unplayable(
-            f"{where} comes before {pod} trains ({_seconds(own)}): the model's pod ignores it, real workers would "
-            "take it as they start"
-        )
+    raise Unplayable(
+        f"attempts[{index}]: the {event.kind} at {_seconds(event.at)} comes before every pod trains "
+        f"({_seconds(start)}): the model's pod ignores it, real workers would take it as they start"
+    )
 
 
 def _check_completion(spec: ScenarioSpec, index: int, label: str) -> None:

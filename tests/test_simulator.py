@@ -1351,10 +1351,27 @@ def test_a_node_leaving_the_first_rendezvous_strands_its_peers():
     assert not any(e.what is What.RENDEZVOUS_DONE for e in timeline)
 
 
+def test_the_first_rendezvous_completes_for_every_pod_as_the_last_one_joins():
+    """torch `dynamic_rendezvous.py` `_add_to_participants`: the round completes as the participants reach max_nodes
+    (min = max = the job's pods), so no pod's workers start, and no torch handler is installed, before the last pod
+    has joined. a joins at 2 s, b at 5 s: a SIGTERM to a at 3 s finds upstream's agent without a handler (exit 143,
+    no file; b's read of the store a hosted fails), the recoverable plugin's first-rendezvous handler reports it."""
+    uneven = 'pod_timings { pod: "b" timings { rendezvous_seconds: 5 } }'
+    clean = simulate(scenario(extra=uneven)).attempts[0]
+    assert [(e.pod, e.at) for e in clean.timeline if e.what is What.RENDEZVOUS_DONE] == [("a", 5.0), ("b", 5.0)]
+    signal = 'events { at_seconds: 3 pod: "a" preemption {} }'
+    upstream = simulate(scenario(signal, plugin="upstream", extra=uneven)).attempts[0]
+    assert upstream.exits["a"] == (143, 3.0) and not [u for u in upstream.uploads if u.pod == "a"]
+    assert not any(e.what is What.RENDEZVOUS_DONE for e in upstream.timeline)
+    recoverable = simulate(scenario(signal, plugin="recoverable", extra=uneven)).attempts[0]
+    [caught] = [e for e in recoverable.timeline if e.what is What.SIGNAL_CAUGHT]
+    assert (caught.pod, caught.reason, caught.stamp) == ("a", "FlyteRecoverableException", 3.0)
+
+
 def test_a_training_that_ends_before_every_pod_trains_ends_as_the_last_pod_starts_to_train():
     """The real workload (`localjob/workloads.py` `due`) reads the runner's finish command at every step, and workers
     started after it at their first: training that ends while the pods are still in their first rendezvous ends
-    for the workers as they start (the model's pods train from their own rendezvous, so from the last one's). It
+    for the workers as they start (the first round completes as the last pod joins). It
     used to be dropped, and the job ran on for ever (STILL_RUNNING)."""
     spec = parse_scenario(
         'plugin: RECOVERABLE job { pods: "a" pods: "b" } task { retries: 2 training_seconds: 60 } '

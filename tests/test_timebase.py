@@ -123,7 +123,7 @@ def test_run_local_refuses_an_attempt_longer_than_a_real_one_plays_in_one_line()
     [
         ('events { at_seconds: 1 pod: "train-worker-0" worker_error {} }', "the worker_error at 1 s comes before"),
         ("events { at_seconds: 3 completion {} }", "the completion at 3 s comes before every pod trains (5 s)"),
-        ("events { at_seconds: 1 checkpoint {} }", "the checkpoint at 1 s comes before train-worker-0 trains"),
+        ("events { at_seconds: 1 checkpoint {} }", "the checkpoint at 1 s comes before every pod trains (5 s)"),
     ],
 )
 def test_run_local_refuses_an_action_before_the_workers_train_which_the_model_s_pods_ignore(events, refused):
@@ -143,24 +143,23 @@ def test_run_local_refuses_an_action_before_the_workers_train_which_the_model_s_
     check_playable(spec(text % 'events { at_seconds: 1 pod: "train-worker-0" preemption {} }'))
 
 
-@pytest.mark.parametrize("kind", ["preemption {}", "worker_error {}"])
-def test_run_local_refuses_an_event_between_a_pod_s_own_rendezvous_and_every_pod_s(kind):
-    """The model trains a pod from its own rendezvous (`pods.py` `Pod._rendezvous_done`), real workers only once
-    every pod has joined: at 3 s the model's train-worker-0 trains (a preemption there is caught by its plugin), the
-    real one still rendezvous (where upstream's agent has no handler yet)."""
+def test_run_local_plays_a_signal_between_a_pod_s_own_join_and_every_pod_s_and_refuses_a_worker_error_there():
+    """The first round completes as the last pod joins (`pods.py` `SimulatedPods.joined_first_round`), in the model
+    as for real workers: at 3 s train-worker-0 has joined but still rendezvous in both (where upstream's agent has
+    no handler yet), so a signal there is played; a worker error there is ignored by the model's pod and taken by
+    real workers as they start, so it is refused."""
     from localjob.realpods import LocalJobError
     from localjob.runner import check_playable
 
-    text = f"""
-        job {{ pods: "train-worker-0" pods: "train-worker-1" }}
-        timings {{ rendezvous_seconds: 5 }}
-        pod_timings {{ pod: "train-worker-0" timings {{ rendezvous_seconds: 2 }} }}
-        task {{ retries: 0 training_seconds: 30 }}
-        attempts {{ events {{ at_seconds: %s pod: "train-worker-0" {kind} }} }}"""
-    with pytest.raises(LocalJobError, match=r"after train-worker-0's own rendezvous \(2 s\) but before every pod's"):
-        check_playable(spec(text % 3))
-    if kind.startswith("preemption"):
-        check_playable(spec(text % 1))  # still in its rendezvous, in the model too
+    text = """
+        job { pods: "train-worker-0" pods: "train-worker-1" }
+        timings { rendezvous_seconds: 5 }
+        pod_timings { pod: "train-worker-0" timings { rendezvous_seconds: 2 } }
+        task { retries: 0 training_seconds: 30 }
+        attempts { events { at_seconds: 3 pod: "train-worker-0" %s } }"""
+    check_playable(spec(text % "preemption {}"))
+    with pytest.raises(LocalJobError, match=r"the worker_error at 3 s comes before every pod trains \(5 s\)"):
+        check_playable(spec(text % "worker_error {}"))
 
 
 def test_run_local_refuses_a_training_that_completes_before_every_pod_trains():
