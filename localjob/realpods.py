@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -46,8 +47,38 @@ class LocalJobError(RuntimeError):
     """The real job could not be run as the scenario asks (with a one-line reason)."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
+#: the kernel's range of ephemeral ports when it cannot be read (Linux's default)
+_EPHEMERAL_DEFAULT = (32768, 60999)
+
+
+def _ephemeral_ports() -> tuple[int, int]:
+    try:
+        low, high = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return _EPHEMERAL_DEFAULT
+    return low, high
+
+
+def free_port(attempts: int = 200) -> int:
+    """A port to listen on later (the rendezvous store), free now and unlikely to be taken before then.
+
+    A port the kernel hands out for `bind(0)` comes from its ephemeral range, which every outgoing connection on
+    the machine draws its local port from too: a pod's own connections, or a parallel test's, took one such port
+    between this pick and the agent's bind once (EADDRINUSE, the pod failed before training). So the port is
+    drawn at random from outside that range, where no connection takes one, and checked free."""
+    low, high = _ephemeral_ports()
+    below, above = range(10000, low), range(high + 1, 65536)  # above 10000: clear of well-known services
+    candidates = below if len(below) >= len(above) else above
+    draw = random.SystemRandom()
+    for _ in range(attempts if candidates else 0):
+        port = draw.choice(candidates)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    with socket.socket() as s:  # the whole range is ephemeral: the kernel's pick, as before
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 

@@ -17,17 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from localjob.realpods import free_port
 from plugin.task import FILE_TIME_GRAIN_SECONDS
 
 pytestmark = [pytest.mark.plugin, pytest.mark.real, pytest.mark.timeout(180)]
 
 POD_TIMEOUT = 90  # seconds: a pod that has not exited by then is a failure, and is killed
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def error_documents(prefix: Path):

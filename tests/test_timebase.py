@@ -174,3 +174,20 @@ def test_run_local_refuses_a_training_that_completes_before_every_pod_trains():
         task { retries: 0 training_seconds: 3 }""")
     with pytest.raises(LocalJobError, match=r"^task.training_seconds: attempt 0 \(not listed: it trains clean\) comp"):
         check_playable(early)
+
+
+def test_the_rendezvous_port_is_free_and_outside_the_range_outgoing_connections_draw_from():
+    """`localjob.realpods.free_port`: a port from `bind(0)` is an ephemeral one, which any outgoing connection may take
+    before the agent binds it (EADDRINUSE once in `make test`, a pod failing before training); the store's port is
+    drawn from outside the kernel's `ip_local_port_range`, and is free when drawn."""
+    import socket
+
+    from localjob.realpods import _ephemeral_ports, free_port
+
+    low, high = _ephemeral_ports()
+    ports = {free_port() for _ in range(20)}
+    assert not any(low <= port <= high for port in ports)
+    assert len(ports) > 1  # drawn at random: parallel runs rarely meet
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))  # free
