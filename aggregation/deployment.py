@@ -135,9 +135,10 @@ class Deployment:
             kind = "s3"
             endpoint = settings.get("storage.connection.endpoint", "")
             region = settings["storage.connection.region"]
+        dynamic = bool(settings.get("storage.enable-multicontainer"))
         if kind_of_store == "mem":
             return _unmodelled(
-                container,
+                "",  # an in-memory store (not stow) opens no container, and refuses none
                 "storage.type: mem: the model does not know how propeller's in-memory store "
                 "names the error files it lists",
             )
@@ -146,28 +147,30 @@ class Deployment:
                 f"storage.stow.kind: {kind!r} is not a stow kind flytestdlib registers ({', '.join(STOW_KINDS)}): "
                 "propeller would not start"
             )
-        if kind == "google" or (kind == "s3" and endpoint):
-            return PropellerStore(StoreKind.AS_NAMED, container)  # listed as s3:// or gs:// names HEAD reaches
+        if kind == "google" or (kind == "s3" and endpoint):  # listed as s3:// or gs:// names HEAD reaches
+            return PropellerStore(StoreKind.AS_NAMED, container, dynamic_containers=dynamic)
         if kind != "s3":
             return _unmodelled(
                 container,
                 f"storage.stow.kind: {kind}: the model knows how s3 and google stores name the error "
                 f"files they list, not {kind}",
+                dynamic,
             )
-        if settings.get("storage.enable-multicontainer"):
+        if dynamic:
             return _unmodelled(
                 container,
                 "storage.enable-multicontainer: on AWS S3 (no endpoint) the earliest reader's HEAD of a "
                 "listed error file asks S3 for a bucket named like its host, s3-<region>.amazonaws.com: S3's answer "
                 "is not modelled",
+                dynamic,
             )
         return PropellerStore(StoreKind.AWS_S3, container, region or "us-east-1")
 
 
-def _unmodelled(container: str, refusal: str) -> PropellerStore:
+def _unmodelled(container: str, refusal: str, dynamic: bool = False) -> PropellerStore:
     """A store the default reader reads as any other, and the earliest one refuses (`StoreNamingUnknown`) once it
     lists an error file: only that reader meets its naming."""
-    return PropellerStore(StoreKind.UNMODELLED, container, refusal=refusal)
+    return PropellerStore(StoreKind.UNMODELLED, container, refusal=refusal, dynamic_containers=dynamic)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,20 @@ class PropellerStore:
     container: str = ""  # storage.container: the bucket propeller's store opens (`InitContainer`)
     region: str = ""  # AWS_S3: storage.connection.region or stow's `region`
     refusal: str = ""  # UNMODELLED: why the model cannot name what this store lists
+    dynamic_containers: bool = False  # storage.enable-multicontainer: another bucket is opened, not refused
+
+    def container_error(self, location: str) -> Optional[str]:
+        """The Go error every request under the prefix URL `location` gets when its bucket is not the configured
+        container, or None. flytestdlib `StowStore.getContainer`: with dynamic loading off (the default), any
+        container but `storage.container` is refused before the store is asked, so `List` and `Head` both fail
+        (`DataReference.Split`: the URL's host is the container). A local copy (a path) is named in the configured
+        container."""
+        if not self.container or self.dynamic_containers or "://" not in location:
+            return None
+        bucket = location.split("://", 1)[1].split("/", 1)[0].rpartition("@")[2]  # net/url's Host: no userinfo
+        if bucket == self.container:
+            return None
+        return f"Conf container:{self.container} != Passed Container:{bucket}. Dynamic loading is disabled: not found"
 
     def check_modelled(self) -> None:
         """Raise StoreNamingUnknown where the model does not know how this store names what it lists."""

@@ -205,13 +205,17 @@ class DefaultErrorReader:
 
     strategy = DEFAULT
 
-    def __init__(self, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+    def __init__(self, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, store: PropellerStore = AS_NAMED) -> None:
         self.max_payload_bytes = max_payload_bytes
+        self.store = store
 
     def read(self, prefix: OutputPrefix) -> ReadResult:
         key = CANONICAL_ERROR_FILE
         reference = f"{prefix.location.rstrip('/')}/{key}"  # GetErrorPath: built, not listed, so never escaped
+        refused = self.store.container_error(prefix.location)
         try:
+            if refused is not None:
+                raise StorageError(refused)
             size = prefix.head(key)
         except StorageError as e:
             return ReadResult(
@@ -286,7 +290,10 @@ class EarliestErrorReader:
         or the round fails (a listing, HEAD or size error).
         """
         location = prefix.location.rstrip("/")
+        refused = self.store.container_error(location)
         try:
+            if refused is not None:
+                raise StorageError(refused)
             heads, ignored = self.listing(prefix)
         except StorageError as e:
             return ReadResult(
@@ -395,9 +402,9 @@ def reader_for(strategy: str, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
 
     Readers hold only their configuration, so one per configuration serves every round (a simulation runs one
     round per attempt). The default reader HEADs the name it builds, so the store's naming of listings is the
-    earliest reader's alone."""
+    earliest reader's alone; a bucket the store refuses fails both."""
     if strategy == EARLIEST:
         return EarliestErrorReader(max_payload_bytes, store=store)
     if strategy == DEFAULT:
-        return DefaultErrorReader(max_payload_bytes)
+        return DefaultErrorReader(max_payload_bytes, store)
     raise ValueError(f"unknown error aggregation strategy: {strategy!r} (expected one of {', '.join(STRATEGIES)})")

@@ -120,9 +120,12 @@ def test_a_store_propeller_would_not_start_with_is_one_line(tmp_path, text, mess
 @pytest.mark.parametrize(
     "text, refusal",
     [
-        ("storage: {type: mem, container: b}", "storage.type: mem: the model does not know"),
-        ("storage: {container: b, stow: {kind: azure, config: {a: b}}}", "storage.stow.kind: azure: the model knows"),
-        ("storage: {container: b, enable-multicontainer: true}", "storage.enable-multicontainer: on AWS S3"),
+        ("storage: {type: mem, container: my-bucket}", "storage.type: mem: the model does not know"),
+        (
+            "storage: {container: my-bucket, stow: {kind: azure, config: {a: b}}}",
+            "storage.stow.kind: azure: the model knows",
+        ),
+        ("storage: {container: my-bucket, enable-multicontainer: true}", "storage.enable-multicontainer: on AWS S3"),
     ],
 )
 def test_a_store_whose_naming_is_not_modelled_is_refused_only_by_the_earliest_reader(tmp_path, text, refusal):
@@ -251,3 +254,43 @@ def test_explain_names_the_store_s_refusal(tmp_path):
         "Conf container:my-bucket != Passed Container:s3-us-east-1.amazonaws.com. Dynamic loading is disabled: "
         "not found"
     )
+
+
+# --- a prefix in another bucket (StowStore.getContainer) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("store", [AWS, PropellerStore(StoreKind.AS_NAMED, "my-bucket")], ids=["aws", "endpoint"])
+def test_a_prefix_outside_the_configured_container_fails_both_readers_before_the_store_is_asked(store):
+    """flytestdlib `StowStore.List` and `StowStore.Head` both call `getContainer` with the container
+    `DataReference.Split` takes from the URL's host: with dynamic loading off, any bucket but `storage.container` is
+    refused. The earliest reader's listing fails (`IsError`: "failed to list error files"), the default reader's
+    HEAD of the error.pb it builds too ("failed to read error file"); whatever the prefix holds."""
+    location = "s3://other-bucket/metadata/n0/0"
+    refused = "Conf container:my-bucket != Passed Container:other-bucket. Dynamic loading is disabled: not found"
+    earliest = reader_for(EARLIEST, store=store).read(_two_errors(location))
+    assert (earliest.rule, earliest.candidates) == (RULE_ROUND_ERROR, ())
+    assert earliest.round_error == f"failed to list error files @[{location}]: {refused}"
+    default = reader_for(DEFAULT, store=store).read(_two_errors(location))
+    assert default.round_error == f"failed to read error file @[{location}/error.pb]: {refused}"
+    # the configured bucket is read as ever; so is a local copy (a path: named in the configured container)
+    assert reader_for(DEFAULT, store=store).read(_two_errors()).error.code == "USER:RuntimeError"
+    assert reader_for(DEFAULT, store=store).read(_two_errors("/tmp/copy")).error.code == "USER:RuntimeError"
+
+
+@pytest.mark.parametrize(
+    "text, reads",
+    [
+        # enable-multicontainer: getContainer loads another bucket instead of refusing it
+        ("storage: {container: my-bucket, enable-multicontainer: true, connection: {endpoint: 'http://m:9'}}", True),
+        ("storage: {container: my-bucket, connection: {endpoint: 'http://m:9'}}", False),
+        ("storage: {container: my-bucket}", False),  # AWS S3: refused at the listing, before any naming matters
+        # an in-memory store is no stow store: it opens no container and refuses none
+        ("storage: {type: mem, container: my-bucket}", True),
+    ],
+)
+def test_whether_another_bucket_is_refused_follows_the_deployment(tmp_path, text, reads):
+    store = _store(tmp_path, text)
+    read = reader_for(DEFAULT, store=store).read(_two_errors("s3://other-bucket/p"))
+    assert (read.round_error is None) is reads, read.round_error
+    if not reads:
+        assert "Passed Container:other-bucket. Dynamic loading is disabled" in read.round_error
