@@ -307,14 +307,15 @@ class Pod:
             # Either way the pod fails; what it already uploaded stays, what it had not is never written.
             self._exit(SIGTERM_EXIT, "killed by SIGTERM after its agent returned: torch's handler outlives the agent")
             return
+        if self.state is PodState.AT_EXIT_BARRIER:  # no fork there: its workers have returned
+            self._hold_at_exit_barrier(arrived)
+            return
         if lands_during_fork and self.fork:
             self._log(What.SIGNAL_LOST)
             return
-        if self.state is PodState.AT_EXIT_BARRIER:
-            self._hold_at_exit_barrier(arrived)
-            return
-        if self.state is PodState.STARTING and not self.plugin.handles_first_rendezvous_signal:
-            # no handler before the first PContext.start(): default disposition kills the agent
+        if self.worker_groups == 0 and not self.plugin.handles_first_rendezvous_signal:
+            # no handler before the first PContext.start(): default disposition kills the agent, in its first round
+            # or waiting in the next for a peer that left it
             self._exit(SIGTERM_EXIT, "killed by SIGTERM during the first rendezvous, no error file")
             self.group.peer_died(self, arrived)
             return
@@ -638,8 +639,8 @@ class SimulatedPods:
         self.attempt = attempt
         self.resumed_from = resumed_from
         self.pods: dict[str, Pod] = {}
-        # how many pods are in each state: "every pod is waiting / at the exit barrier" is asked once per pod's
-        # arrival, so counting them each time would make an attempt quadratic in its pods
+        # how many pods are in each state: "is every pod waiting / training?" is asked once per pod's arrival, so
+        # counting them each time would make an attempt quadratic in its pods
         self.in_state: dict[PodState, int] = _NO_POD.copy()
         self.collective_broken = False
         self.rendezvous_closed_by: Optional[str] = None  # the agent that closed the rendezvous (torch `shutdown`)
@@ -736,7 +737,9 @@ class SimulatedPods:
         """torch `dynamic_rendezvous.py` `_add_to_participants`: the round completes as the participants reach
         max_nodes (the job's size: min = max = its pods), so every pod's workers start as the last pod joins. The
         other pods learn it at their next read of the rendezvous state, up to a second later: not modelled, as for a
-        restart's round (`joined`). A pod that left the round (or waits for one that did) leaves it incomplete."""
+        restart's round (`joined`). A pod that left the round leaves it incomplete here; torch keeps a dead
+        participant until its heartbeats are 15 s old (`_sanitize`: 3 x the 5 s keep-alive), so a last join within
+        that window completes the round with it: not modelled."""
         self.joined_first += 1
         if self.joined_first == len(self.pods) and self._every_pod(PodState.STARTING):
             for pod in self.pods.values():

@@ -53,11 +53,20 @@ class PropellerStore:
         """The Go error every request under the prefix URL `location` gets when its bucket is not the configured
         container, or None. flytestdlib `StowStore.getContainer`: with dynamic loading off (the default), any
         container but `storage.container` is refused before the store is asked, so `List` and `Head` both fail
-        (`DataReference.Split`: the URL's host is the container). A local copy (a path) is named in the configured
-        container."""
-        if not self.container or self.dynamic_containers or "://" not in location:
+        (`DataReference.Split`: the URL's host is the container). A local copy (a path or a `file:` URL) is named in
+        the configured container."""
+        local = "://" not in location or location[:5].lower() == "file:"  # as `storage.local_path_of` reads it
+        if not self.container or self.dynamic_containers or local:
             return None
-        bucket = location.split("://", 1)[1].split("/", 1)[0].rpartition("@")[2]  # net/url's Host: no userinfo
+        unparsable = go_url_parse_error(location)
+        if unparsable is not None:  # DataReference.Split: url.Parse fails first
+            return unparsable
+        # net/url's Host: after "//", up to the path, query or fragment, without the userinfo; a port kept
+        rest = location.split("://", 1)[1] if "://" in location else ""
+        bucket = re.split(r"[/?#]", rest, maxsplit=1)[0].rpartition("@")[2]
+        port = re.search(r":[^:\]]*$", bucket)
+        if port and not re.fullmatch(r":[0-9]*", port.group()):  # parseHost: validOptionalPort
+            return f"parse {go_quote(location)}: invalid port {go_quote(port.group())} after host"
         if bucket == self.container:
             return None
         return f"Conf container:{self.container} != Passed Container:{bucket}. Dynamic loading is disabled: not found"

@@ -59,6 +59,26 @@ def _ephemeral_ports() -> tuple[int, int]:
     return low, high
 
 
+def rendezvous_ports() -> range:
+    """Where `free_port` draws from: above 10000 (clear of well-known services) and the ephemeral range, and clear
+    of Kubernetes' NodePort range (30000-32767, where a local cluster's mappings may listen)."""
+    low, high = _ephemeral_ports()
+    below, above = range(10000, min(low, 30000)), range(max(high + 1, 32768), 65536)
+    return below if len(below) >= len(above) else above
+
+
+def _free_everywhere(port: int) -> bool:
+    """Whether `port` can be bound on every address, as the store's server binds it (IPv6 and IPv4 where both)."""
+    try:
+        if socket.has_dualstack_ipv6():
+            socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True).close()
+        else:
+            socket.create_server(("", port)).close()
+    except OSError:
+        return False
+    return True
+
+
 def free_port(attempts: int = 200) -> int:
     """A port to listen on later (the rendezvous store), free now and unlikely to be taken before then.
 
@@ -66,18 +86,12 @@ def free_port(attempts: int = 200) -> int:
     the machine draws its local port from too: a pod's own connections, or a parallel test's, took one such port
     between this pick and the agent's bind once (EADDRINUSE, the pod failed before training). So the port is
     drawn at random from outside that range, where no connection takes one, and checked free."""
-    low, high = _ephemeral_ports()
-    below, above = range(10000, low), range(high + 1, 65536)  # above 10000: clear of well-known services
-    candidates = below if len(below) >= len(above) else above
+    candidates = rendezvous_ports()
     draw = random.SystemRandom()
     for _ in range(attempts if candidates else 0):
         port = draw.choice(candidates)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
+        if _free_everywhere(port):
+            return port
     with socket.socket() as s:  # the whole range is ephemeral: the kernel's pick, as before
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

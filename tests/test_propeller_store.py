@@ -294,3 +294,17 @@ def test_whether_another_bucket_is_refused_follows_the_deployment(tmp_path, text
     assert (read.round_error is None) is reads, read.round_error
     if not reads:
         assert "Passed Container:other-bucket. Dynamic loading is disabled" in read.round_error
+
+
+def test_the_bucket_is_read_from_the_url_as_go_s_url_parse_reads_the_host():
+    """`DataReference.Split` -> `url.Parse`: the host ends at the path, query or fragment; a port stays in it, the
+    userinfo does not; a port that is no number fails the parse; a local copy, however spelled, is no bucket."""
+    store = PropellerStore(StoreKind.AS_NAMED, "my-bucket")
+    assert store.container_error("s3://my-bucket?x=1/p") is None
+    assert store.container_error("s3://user@my-bucket/p") is None
+    assert "Passed Container:my-bucket:9000." in store.container_error("s3://my-bucket:9000/p")
+    assert "Passed Container:My-Bucket." in store.container_error("s3://My-Bucket/p")  # Go keeps the case
+    assert store.container_error("s3://b:abc/p") == 'parse "s3://b:abc/p": invalid port ":abc" after host'
+    for copy in ("/tmp/copy", "file:/tmp/copy", "file:///tmp/copy", "file://localhost/tmp/copy", "relative/copy"):
+        assert store.container_error(copy) is None, copy
+

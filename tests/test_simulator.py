@@ -1368,6 +1368,20 @@ def test_the_first_rendezvous_completes_for_every_pod_as_the_last_one_joins():
     assert (caught.pod, caught.reason, caught.stamp) == ("a", "FlyteRecoverableException", 3.0)
 
 
+def test_a_pod_whose_workers_never_started_has_no_torch_handler_even_waiting_in_a_later_round():
+    """torch installs `_terminate_process_handler` at the first `PContext.start`. b leaves the first round (upstream:
+    killed, 143), so a waits in the next round for it (`Pod.peer_death`) with no workers ever started: a SIGTERM
+    there kills upstream's agent too (143, no file), where the model used to take it for a caught signal (exit 0).
+    The recoverable plugin's own first-rendezvous handler still catches it (and yields to b's report)."""
+    events = 'events { at_seconds: 1 pod: "b" preemption {} } events { at_seconds: 10 pod: "a" preemption {} }'
+    upstream = simulate(scenario(events, plugin="upstream")).attempts[0]
+    assert upstream.exits["a"] == (143, 10.0) and not upstream.uploads
+    assert not any(e.what is What.SIGNAL_CAUGHT for e in upstream.timeline)
+    recoverable = simulate(scenario(events, plugin="recoverable")).attempts[0]
+    assert recoverable.exits["a"][0] == 0
+    assert [(e.pod, e.at) for e in recoverable.timeline if e.what is What.YIELDS] == [("a", 10.0)]
+
+
 def test_a_training_that_ends_before_every_pod_trains_ends_as_the_last_pod_starts_to_train():
     """The real workload (`localjob/workloads.py` `due`) reads the runner's finish command at every step, and workers
     started after it at their first: training that ends while the pods are still in their first rendezvous ends
@@ -2062,6 +2076,20 @@ def test_a_sigterm_at_the_exit_barrier_is_raised_only_when_the_barrier_s_wait_re
     assert (
         raised.actor == "b" and raised.at == attempt.exits["a"][1] and raised.reason == "the rendezvous store is gone"
     )
+
+
+def test_a_preemption_marked_as_landing_in_a_fork_is_held_at_the_exit_barrier_where_nothing_forks():
+    """`lands_during_fork` loses a signal inside `os.fork()` as workers start; at the exit barrier the workers have
+    returned, so the signal is held there like any other (`Pod._hold_at_exit_barrier`)."""
+    completion = "events { at_seconds: 30 completion {} }"
+    a_slower = 'pod_timings { pod: "a" timings { finished_worker_exit_seconds: 3 } }'
+    forked = ' events { at_seconds: 33 pod: "b" preemption { lands_during_fork: true } }'
+    spec = scenario(
+        completion + forked, job="start_method: FORK", timings="finished_worker_exit_seconds: 0.5", extra=a_slower
+    )
+    timeline = simulate(spec).attempts[0].timeline
+    assert any(e.what is What.SIGNAL_HELD and e.pod == "b" for e in timeline)
+    assert not any(e.what is What.SIGNAL_LOST for e in timeline)
 
 
 def test_an_agent_killed_at_the_exit_barrier_still_counts_as_arrived():
