@@ -461,7 +461,7 @@ def explain(
     config = replace(config, max_payload_bytes=_payload_limit(config, max_download_mb))
     if config_files and not _given_on_command_line("strategy"):
         strategy = EARLIEST if deployment.error_aggregation else DEFAULT  # unset (or null): Flyte's default, off
-    from aggregation.explain import explain_prefix
+    from aggregation.explain import DynamicTaskPrefix, explain_prefix
     from aggregation.propeller import NodeState
     from aggregation.propeller_store import StoreNamingUnknown
     from aggregation.storage import FsspecPrefix, StorageError, StoreUnreachable, not_a_directory, open_prefix
@@ -474,7 +474,7 @@ def explain(
             raise StorageError(not_a_directory(prefix, exists=True))  # as for a local file: an object, not a prefix
         state = NodeState(attempts, system_failures)
         explanation = explain_prefix(store, strategy, outputs_declared, retries, state, config, note_unread=True)
-    except (StorageError, StoreUnreachable, StoreNamingUnknown) as e:
+    except (StorageError, StoreUnreachable, StoreNamingUnknown, DynamicTaskPrefix) as e:
         _fail(str(e))
         return
     if as_json:

@@ -20,6 +20,7 @@ from aggregation.propeller import (
     NodeState,
     PropellerConfig,
     TaskOutcome,
+    TaskPhase,
     node_decision,
     task_outcome,
 )
@@ -27,6 +28,7 @@ from aggregation.readers import (
     CANONICAL_ERROR_FILE,
     DEFAULT,
     EARLIEST,
+    RULE_ROUND_ERROR,
     RULE_TIE,
     STRATEGIES,
     EarliestErrorReader,
@@ -39,6 +41,17 @@ from aggregation.replica_env import is_per_worker_file
 from aggregation.storage import OutputPrefix, StorageError, StoreUnreachable, open_prefix
 
 OUTPUTS_FILE = "outputs.pb"
+#: flytepropeller v1.16.8 `nodes/task/future_file_reader.go` `implicitFutureFileName`: a dynamic task's sub-workflow
+FUTURES_FILE = "futures.pb"
+#: `FutureFileReader.Exists`: flytestdlib `errors.Wrapf(utils.ErrorCodeUser, err, ...)`, "[code] message, caused by:"
+FUTURES_HEAD_FAILED = "[User] Failed to do HEAD on futures file., caused by: "
+
+
+class DynamicTaskPrefix(ValueError):
+    """The prefix holds `futures.pb`: propeller takes the task for a dynamic task's parent and runs its sub-workflow
+    instead of reading its errors (`nodes/task/handler.go` `invokePlugin`), which the model does not play."""
+
+
 NOTE_KEYS = 5  # how many keys a note names before it counts the rest (`--json` lists them all)
 
 __all__ = ["Explanation", "explain_prefix", "rfc3339_nanos"]
@@ -196,7 +209,11 @@ def explain_store(
     note_unread: bool = False,
 ) -> Explanation:
     """`explain_prefix` for an open store and arguments already checked (the simulator's propeller, every round)."""
-    read = reader_for(strategy, config.max_payload_bytes, config.store).read(store)
+    futures_failed = _head_futures(store, config)
+    if futures_failed is not None:
+        read = ReadResult(strategy, rule=RULE_ROUND_ERROR, round_error=futures_failed)
+    else:
+        read = reader_for(strategy, config.max_payload_bytes, config.store).read(store)
     outputs_exist, outputs_too_large = False, None
     if outputs_declared and read.error is None and read.round_error is None:
         try:
@@ -213,6 +230,12 @@ def explain_store(
     outcome = task_outcome(
         JobCondition.SUCCEEDED, read, outputs_declared, outputs_exist, outputs_too_large=outputs_too_large
     )
+    if outcome.phase is TaskPhase.SUCCEEDED:
+        # dynamic/handler.go `handleParentNode`: the task handler's success is checked for a futures file once more
+        again = _head_futures(store, config, wrapped="")
+        if again is not None:
+            read = ReadResult(read.strategy, read.candidates, None, RULE_ROUND_ERROR, again, read.ignored)
+            outcome = task_outcome(JobCondition.SUCCEEDED, read)
     decision = node_decision(outcome, retries, state, config)
     requests = store.requests.total
     not_read = read.ignored
@@ -220,6 +243,28 @@ def explain_store(
         not_read = _other_error_files(store)
     decide = partial(node_decision, retries=retries, state=state, config=config)
     return Explanation(store.location, read, outcome, decision, requests, not_read, decide)
+
+
+def _head_futures(
+    store: OutputPrefix, config: PropellerConfig, wrapped: str = "failed to check existence of futures file: "
+) -> Optional[str]:
+    """`Handler.invokePlugin` on the plugin's success, before `ValidateOutput`: HEAD `<prefix>/futures.pb`
+    (`FutureFileReader.Exists`). The Go error that fails the round when the HEAD does (`wrapped` is the task
+    handler's `regErrors.Wrapf`; the dynamic handler's second look returns it unwrapped), or None. A futures file
+    there makes the node a dynamic task's parent: `DynamicTaskPrefix`."""
+    refused = config.store.container_error(store.location)
+    try:
+        if refused is not None:
+            raise StorageError(refused)
+        size = store.head(FUTURES_FILE)
+    except StorageError as e:
+        return f"{wrapped}{FUTURES_HEAD_FAILED}{e}"
+    if size is not None:
+        raise DynamicTaskPrefix(
+            f"{store.location.rstrip('/')}/{FUTURES_FILE}: a dynamic task's sub-workflow: propeller runs it instead of "
+            "reading the task's errors (nodes/task/handler.go invokePlugin), which the model does not play"
+        )
+    return None
 
 
 def _check_arguments(prefix, strategy, retries, state, config) -> None:

@@ -183,7 +183,8 @@ def main() -> None:
         processes = measure_processes(prefix, args.repeats)
     assert floor["winner"] == explain["winner"], (floor, explain)
     pages = -(-args.files // 1000)
-    propeller_requests = 2 * pages + 2 * args.files  # IsError and ReadError each list every page
+    # the HEAD of futures.pb before ValidateOutput; IsError and ReadError each list every page
+    propeller_requests = 1 + 2 * pages + 2 * args.files
     ratio = explain["seconds"] / floor["seconds"]
 
     def ratio_of(name: str) -> str:
@@ -218,8 +219,8 @@ def main() -> None:
             f"`aggsim explain --json` against the last of these, which does the same requests and prints the same "
             f"files without the tool: {processes['aggsim'] / processes['requests and files']:.2f}x.",
             "",
-            f"Object-store requests propeller itself makes for this prefix: 2 x {pages} list pages "
-            f"(IsError, then ReadError) + {args.files:,} HEAD + "
+            f"Object-store requests propeller itself makes for this prefix: a HEAD of futures.pb + 2 x {pages} list "
+            f"pages (IsError, then ReadError) + {args.files:,} HEAD + "
             f"{args.files:,} GET = {propeller_requests:,} (the model counts {explain['requests']:,}).",
         ]
     )

@@ -89,7 +89,7 @@ def test_explain_names_the_error_files_its_reader_never_reads(prefix):
     assert out["error"]["code"] == "USER:RuntimeError" and out["task_phase"] == "PERMANENT_FAILURE"
     assert out["not_read"] == [f"error-{index}.pb" for index in range(7)]
     assert "only when propeller runs with aggregation on" in out["not_read_reason"]  # programs get the note too
-    assert out["object_store_requests"] == 2  # propeller's HEAD and GET of error.pb: the note's listing is not its
+    assert out["object_store_requests"] == 3  # HEAD futures.pb, HEAD and GET error.pb: the note's listing is not its
     text = run("explain", str(prefix.path), "--strategy", "default")
     assert text.exit_code == 0
     assert (
@@ -296,7 +296,8 @@ def test_a_copy_this_machine_may_not_read_is_no_verdict(tmp_path):
     tmp_path.chmod(0)
     listing = subprocess.run([*as_user, "explain", str(tmp_path)], capture_output=True, text=True, timeout=60)
     tmp_path.chmod(0o755)
-    assert listing.returncode == 2 and "listing it: access denied" in listing.stderr
+    # propeller's first request is the HEAD of futures.pb (`invokePlugin`): this machine may not even look it up
+    assert listing.returncode == 2 and "looking up futures.pb: access denied" in listing.stderr
 
 
 # --- validate ---------------------------------------------------------------------------------------
@@ -565,3 +566,27 @@ def test_a_file_the_round_cannot_read_shows_no_worker(tmp_path):
                              env={**os.environ, "COLUMNS": width}).stdout  # fmt: skip
         said = " ".join(out.split())  # a narrow terminal wraps the round error's line
         assert "worker: failed" not in out and said.count("cannot parse invalid wire-format data") == 1, out
+
+
+def test_explain_refuses_a_dynamic_task_s_prefix_in_one_line(prefix):
+    """flytepropeller v1.16.8 `nodes/task/handler.go` `invokePlugin`: on the plugin's success the task handler HEADs
+    `futures.pb` before `ValidateOutput` (`future_file_reader.go` `FutureFileReader.Exists`); one there makes the
+    node a dynamic task's parent, which runs its sub-workflow instead of reading the task's errors."""
+    prefix("error.pb", error_document_bytes(code="USER:RuntimeError", timestamp_ns=T0))
+    prefix("futures.pb", b"")
+    for args in ((), ("--json",), ("--strategy", "earliest")):
+        result = run("explain", str(prefix.path), *args)
+        assert result.exit_code == 2, result.output
+        [line] = result.output.strip().splitlines()
+        assert "futures.pb: a dynamic task's sub-workflow" in line and "does not play" in line
+
+
+def test_propeller_s_requests_start_with_the_futures_head_and_a_success_makes_a_second(prefix):
+    """`invokePlugin` HEADs `futures.pb` before the reader; when the task succeeds, `dynamic/handler.go`
+    `handleParentNode` HEADs it again. A genuine error: the futures HEAD, then the default reader's HEAD and GET of
+    error.pb. No error file: the futures HEAD, the reader's HEAD of error.pb, the futures HEAD again."""
+    clean = explain_json(str(prefix.path), "--strategy", "default")
+    assert clean["task_phase"] == "SUCCEEDED" and clean["object_store_requests"] == 3
+    prefix("error.pb", error_document_bytes(code="USER:RuntimeError", timestamp_ns=T0))
+    failed = explain_json(str(prefix.path), "--strategy", "default")
+    assert failed["task_phase"] == "PERMANENT_FAILURE" and failed["object_store_requests"] == 3

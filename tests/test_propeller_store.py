@@ -308,3 +308,15 @@ def test_the_bucket_is_read_from_the_url_as_go_s_url_parse_reads_the_host():
     for copy in ("/tmp/copy", "file:/tmp/copy", "file:///tmp/copy", "file://localhost/tmp/copy", "relative/copy"):
         assert store.container_error(copy) is None, copy
 
+
+def test_on_a_succeeded_job_the_other_bucket_is_refused_first_at_the_futures_head():
+    """flytepropeller `nodes/task/handler.go` `invokePlugin`: before `ValidateOutput`, the task handler HEADs
+    `futures.pb` (`FutureFileReader.Exists`, flytestdlib `errors.Wrapf`); its failure is the round's error."""
+    config = PropellerConfig(store=PropellerStore(StoreKind.AS_NAMED, "my-bucket"))
+    for strategy in (DEFAULT, EARLIEST):
+        explanation = explain_prefix(_two_errors("s3://other-bucket/p"), strategy, config=config)
+        assert explanation.outcome.round_error == (
+            "failed to check existence of futures file: [User] Failed to do HEAD on futures file., caused by: "
+            "Conf container:my-bucket != Passed Container:other-bucket. Dynamic loading is disabled: not found"
+        )
+        assert explanation.requests == 0  # refused before the store is asked

@@ -1430,6 +1430,8 @@ def test_failed_rounds_are_retried_and_a_later_round_reads_the_prefix_as_it_is_t
     failed = rounds(execution, What.ROUND_FAILED)
     assert [round(e.at, 3) for e in failed] == [32.38, 33.38, 34.38]  # every round_retry_seconds
     assert [e.count for e in failed] == [1, 2, 3] and all("unavailable" in e.reason for e in failed)
+    # `invokePlugin`'s HEAD of futures.pb is the first request of a Succeeded job's round: it fails first
+    assert all(e.reason.startswith("failed to check existence of futures file: [User] Failed") for e in failed)
     first = execution.attempts[0]
     assert first.observed_at == pytest.approx(35.38) and first.failed_rounds == 3
     assert {u.name for u in first.seen} == {u.name for u in first.uploads}  # the late survivor file is seen
