@@ -20,7 +20,7 @@ import click
 from aggregation import defaults
 from aggregation.kinds import FinalPhase
 from aggregation.output_stream import whole_writes
-from aggregation.readers import CANONICAL_ERROR_FILE, DEFAULT, EARLIEST, STRATEGIES
+from aggregation.readers import CANONICAL_ERROR_FILE, DEFAULT, EARLIEST, RULE_FUTURES_HEAD_FAILED, STRATEGIES
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -521,6 +521,8 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
                 console.print(Text.assemble(f"    {header}: ", value))
     else:
         nothing = "no error files" if read.strategy == EARLIEST else f"no {CANONICAL_ERROR_FILE}"
+        if read.rule == RULE_FUTURES_HEAD_FAILED and not read.candidates:
+            nothing = "no error file read: the HEAD of futures.pb before the reader failed"
         console.print(literal(f"{explanation.location}: {nothing} ({read.strategy} strategy)"))
     if explanation.not_read:
         console.print(literal(explanation.not_read_note))

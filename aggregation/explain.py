@@ -28,7 +28,7 @@ from aggregation.readers import (
     CANONICAL_ERROR_FILE,
     DEFAULT,
     EARLIEST,
-    RULE_ROUND_ERROR,
+    RULE_FUTURES_HEAD_FAILED,
     RULE_TIE,
     STRATEGIES,
     EarliestErrorReader,
@@ -189,8 +189,9 @@ def explain_prefix(
 
     `prefix` is a path/URL (opened with fsspec) or an `OutputPrefix` (e.g. `MemoryPrefix`).
     Raises `StorageError` only when the prefix itself cannot be opened (missing directory, filesystem not installed),
-    and `StoreUnreachable` when this machine may not use the store or its copy of the prefix (credentials, network,
-    permissions: no verdict); every other problem with the files inside becomes part of the verdict.
+    `StoreUnreachable` when this machine may not use the store or its copy of the prefix (credentials, network,
+    permissions: no verdict), and `DynamicTaskPrefix` when it holds a dynamic task's `futures.pb`; every other
+    problem with the files inside becomes part of the verdict.
     `note_unread` (as `aggsim explain` does): with the default reader, also list the prefix (a request propeller does
     not make, counted outside `requests`) for the error files that reader never reads; False skips that listing.
     """
@@ -211,7 +212,7 @@ def explain_store(
     """`explain_prefix` for an open store and arguments already checked (the simulator's propeller, every round)."""
     futures_failed = _head_futures(store, config)
     if futures_failed is not None:
-        read = ReadResult(strategy, rule=RULE_ROUND_ERROR, round_error=futures_failed)
+        read = ReadResult(strategy, rule=RULE_FUTURES_HEAD_FAILED, round_error=futures_failed)
     else:
         read = reader_for(strategy, config.max_payload_bytes, config.store).read(store)
     outputs_exist, outputs_too_large = False, None
@@ -224,9 +225,8 @@ def explain_store(
                 # errors.Wrapf(ErrRemoteFileExceedsMaxSize, ...): the wrapped error's text follows
                 outputs_too_large = too_large(path, size, config.max_payload_bytes)
         except StorageError as e:
-            read = ReadResult(
-                read.strategy, read.candidates, None, read.rule, f"failed to stat outputs: {e}", read.ignored
-            )
+            # RemoteFileOutputReader.Exists returns the HEAD's error as it is, and ValidateOutput passes it on
+            read = ReadResult(read.strategy, read.candidates, None, read.rule, str(e), read.ignored)
     outcome = task_outcome(
         JobCondition.SUCCEEDED, read, outputs_declared, outputs_exist, outputs_too_large=outputs_too_large
     )
@@ -234,12 +234,12 @@ def explain_store(
         # dynamic/handler.go `handleParentNode`: the task handler's success is checked for a futures file once more
         again = _head_futures(store, config, wrapped="")
         if again is not None:
-            read = ReadResult(read.strategy, read.candidates, None, RULE_ROUND_ERROR, again, read.ignored)
+            read = ReadResult(read.strategy, read.candidates, None, RULE_FUTURES_HEAD_FAILED, again, read.ignored)
             outcome = task_outcome(JobCondition.SUCCEEDED, read)
     decision = node_decision(outcome, retries, state, config)
     requests = store.requests.total
     not_read = read.ignored
-    if note_unread and read.strategy == DEFAULT:
+    if note_unread and read.strategy == DEFAULT and futures_failed is None:  # no reader ran: nothing to note
         not_read = _other_error_files(store)
     decide = partial(node_decision, retries=retries, state=state, config=config)
     return Explanation(store.location, read, outcome, decision, requests, not_read, decide)

@@ -305,19 +305,22 @@ class Pod:
             # past the plugin's `elastic_launch` try the SignalException escapes flytekit's entrypoint (exit 1), or,
             # once the interpreter has restored default dispositions on its way out, SIGTERM kills it: exit 143.
             # Either way the pod fails; what it already uploaded stays, what it had not is never written.
-            self._exit(SIGTERM_EXIT, "killed by SIGTERM after its agent returned: torch's handler outlives the agent")
+            if self.worker_groups:
+                self._exit(SIGTERM_EXIT, "killed by SIGTERM after its agent returned: torch's handler outlives it")
+            else:
+                self._exit(SIGTERM_EXIT, "killed by SIGTERM on its way out: no torch handler (no workers ever started)")
             return
         if self.state is PodState.AT_EXIT_BARRIER:  # no fork there: its workers have returned
             self._hold_at_exit_barrier(arrived)
             return
-        if lands_during_fork and self.fork:
-            self._log(What.SIGNAL_LOST)
-            return
         if self.worker_groups == 0 and not self.plugin.handles_first_rendezvous_signal:
             # no handler before the first PContext.start(): default disposition kills the agent, in its first round
-            # or waiting in the next for a peer that left it
+            # or waiting in the next for a peer that left it (no fork either: it has started no workers)
             self._exit(SIGTERM_EXIT, "killed by SIGTERM during the first rendezvous, no error file")
             self.group.peer_died(self, arrived)
+            return
+        if lands_during_fork and self.fork and self.worker_groups:  # only an agent that starts workers forks
+            self._log(What.SIGNAL_LOST)
             return
         had_workers = self.state in (PodState.TRAINING, PodState.FAILING, PodState.FINISHED)
         left_rendezvous = self.state is PodState.STARTING

@@ -20,7 +20,7 @@ from aggregation import defaults
 from aggregation.gonumbers import wrap
 from aggregation.kinds import JobCondition
 from aggregation.propeller_store import PropellerStore
-from aggregation.readers import ObservedError, ReadResult
+from aggregation.readers import RULE_FUTURES_HEAD_FAILED, ObservedError, ReadResult
 
 
 class TaskPhase(str, enum.Enum):
@@ -143,8 +143,9 @@ def task_outcome(
     if read is None:
         raise ValueError("a Succeeded job needs the error reader's result")
     if read.round_error is not None:
+        why = "the HEAD of futures.pb returned an error" if read.rule == RULE_FUTURES_HEAD_FAILED else None
         return TaskOutcome(
-            TaskPhase.ROUND_FAILED, reason="the error reader returned an error", round_error=read.round_error
+            TaskPhase.ROUND_FAILED, reason=why or "the error reader returned an error", round_error=read.round_error
         )
     if read.error is not None:
         phase = TaskPhase.RETRYABLE_FAILURE if read.error.recoverable else TaskPhase.PERMANENT_FAILURE

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from aggregation.engine import LAST, Clock
-from aggregation.explain import explain_store
+from aggregation.explain import DynamicTaskPrefix, explain_store
 from aggregation.kinds import JobCondition
 from aggregation.nanoseconds import on_the_clock
 from aggregation.operator import TtlDeletion, TtlState
@@ -78,6 +78,13 @@ class StoreNotModelled(ModelRefusal):
     (`propeller_store.StoreNamingUnknown`): the deployment's storage section says which."""
 
     kind = "the store's naming of listed error files is not modelled"
+
+
+class DynamicTaskNotModelled(ModelRefusal):
+    """The attempt's prefix holds `futures.pb` (`explain.DynamicTaskPrefix`): propeller would run a dynamic task's
+    sub-workflow instead of reading errors. Simulated pods never write one; a real run's copy could."""
+
+    kind = "a dynamic task's futures.pb is not modelled"
 
 
 class CreatedInTheSameSecond(ModelRefusal):
@@ -211,6 +218,8 @@ class PropellerActor:
             )
         except StoreNamingUnknown as e:
             raise StoreNotModelled(str(e)) from None
+        except DynamicTaskPrefix as e:
+            raise DynamicTaskNotModelled(str(e)) from None
         if explanation.outcome.phase is TaskPhase.ROUND_FAILED:
             self.failed_rounds = _uint32_sum(self.failed_rounds, 1)
             self.last_round_error = explanation.outcome.round_error

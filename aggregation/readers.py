@@ -45,6 +45,7 @@ RULE_BAD_FORMAT_ALONE = "document without `error`: ErrorFileBadFormat"
 #: the earliest reader compares it with the others: it has no timestamp to compare
 RULE_BAD_FORMAT = f"{RULE_BAD_FORMAT_ALONE} (no timestamp, so it counts as the epoch)"
 RULE_ROUND_ERROR = "no verdict: the reader returned an error"
+RULE_FUTURES_HEAD_FAILED = "no verdict: the HEAD of futures.pb, before the reader, returned an error"
 RULE_LISTING_RACE = "IsError listed error files, ReadError listed none: Unknown, not recoverable"
 
 KIND_NAMES = {value: name for name, value in execution_pb2.ExecutionError.ErrorKind.items()}

@@ -26,7 +26,7 @@ from aggregation.propeller_store import (
     go_quote,
     go_url_parse_error,
 )
-from aggregation.readers import DEFAULT, EARLIEST, RULE_ROUND_ERROR, reader_for
+from aggregation.readers import DEFAULT, EARLIEST, RULE_FUTURES_HEAD_FAILED, RULE_ROUND_ERROR, reader_for
 from aggregation.storage import MemoryPrefix
 
 AWS = PropellerStore(StoreKind.AWS_S3, "my-bucket", "eu-west-1")
@@ -320,3 +320,5 @@ def test_on_a_succeeded_job_the_other_bucket_is_refused_first_at_the_futures_hea
             "Conf container:my-bucket != Passed Container:other-bucket. Dynamic loading is disabled: not found"
         )
         assert explanation.requests == 0  # refused before the store is asked
+        assert explanation.read.rule == RULE_FUTURES_HEAD_FAILED and explanation.not_read == ()
+        assert explanation.outcome.reason == "the HEAD of futures.pb returned an error"

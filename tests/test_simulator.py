@@ -1382,6 +1382,18 @@ def test_a_pod_whose_workers_never_started_has_no_torch_handler_even_waiting_in_
     assert [(e.pod, e.at) for e in recoverable.timeline if e.what is What.YIELDS] == [("a", 10.0)]
 
 
+def test_a_signal_marked_as_landing_in_a_fork_before_any_worker_started_finds_no_fork():
+    """Only an agent that starts workers forks (`start_method="fork"`): in the first rendezvous there is none, so a
+    preemption marked `lands_during_fork` is what any signal there is: upstream's agent has no handler yet (143), the
+    recoverable plugin's first-rendezvous handler reports it. It used to be lost until the SIGKILL (137)."""
+    forked = 'events { at_seconds: 1 pod: "b" preemption { lands_during_fork: true } }'
+    upstream = simulate(scenario(forked, job="start_method: FORK", plugin="upstream")).attempts[0]
+    assert upstream.exits["b"] == (143, 1.0)
+    recoverable = simulate(scenario(forked, job="start_method: FORK", plugin="recoverable")).attempts[0]
+    assert any(e.what is What.SIGNAL_CAUGHT and e.pod == "b" for e in recoverable.timeline)
+    assert not any(e.what is What.SIGNAL_LOST for e in upstream.timeline + recoverable.timeline)
+
+
 def test_a_training_that_ends_before_every_pod_trains_ends_as_the_last_pod_starts_to_train():
     """The real workload (`localjob/workloads.py` `due`) reads the runner's finish command at every step, and workers
     started after it at their first: training that ends while the pods are still in their first rendezvous ends
