@@ -252,11 +252,8 @@ def _head_futures(
     (`FutureFileReader.Exists`). The Go error that fails the round when the HEAD does (`wrapped` is the task
     handler's `regErrors.Wrapf`; the dynamic handler's second look returns it unwrapped), or None. A futures file
     there makes the node a dynamic task's parent: `DynamicTaskPrefix`."""
-    refused = config.store.container_error(store.location)
     try:
-        if refused is not None:
-            raise StorageError(refused)
-        size = store.head(FUTURES_FILE)
+        size = config.store.reaching(store).head(FUTURES_FILE)
     except StorageError as e:
         return f"{wrapped}{FUTURES_HEAD_FAILED}{e}"
     if size is not None:

@@ -21,8 +21,14 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
-from typing import Optional
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional
+
+from aggregation.storage import RequestCounter, StorageError
+
+if TYPE_CHECKING:
+    from aggregation.storage import ObjectEntry, OutputPrefix
 
 
 class StoreKind(enum.Enum):
@@ -71,6 +77,12 @@ class PropellerStore:
             return None
         return f"Conf container:{self.container} != Passed Container:{bucket}. Dynamic loading is disabled: not found"
 
+    def reaching(self, prefix: "OutputPrefix") -> "OutputPrefix":
+        """`prefix` as this store reaches it: `getContainer` comes before every request, so in a container the store
+        refuses (`container_error`) each request fails with that error, and none is sent."""
+        refused = self.container_error(prefix.location)
+        return prefix if refused is None else RefusedContainer(prefix.location, refused)
+
     def check_modelled(self) -> None:
         """Raise StoreNamingUnknown where the model does not know how this store names what it lists."""
         if self.kind is StoreKind.UNMODELLED:
@@ -113,6 +125,24 @@ class PropellerStore:
         # getContainer: errs.Wrapf(stow.ErrNotFound, ...), whose text is the message, ": ", then "not found"
         refused = f"Conf container:{self.container} != Passed Container:{self.host}. Dynamic loading is disabled"
         return f"{refused}: not found"
+
+
+@dataclass
+class RefusedContainer:
+    """A prefix in a container propeller's store refuses: every request fails with the refusal before it is sent."""
+
+    location: str
+    refusal: str
+    requests: RequestCounter = field(default_factory=RequestCounter)
+
+    def list_pages(self, key_prefix: str) -> Iterator[Sequence["ObjectEntry"]]:
+        raise StorageError(self.refusal)
+
+    def head(self, key: str) -> Optional[int]:
+        raise StorageError(self.refusal)
+
+    def read(self, key: str) -> bytes:
+        raise StorageError(self.refusal)
 
 
 _PATH_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~$&+,/:;=@")

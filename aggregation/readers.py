@@ -213,10 +213,8 @@ class DefaultErrorReader:
     def read(self, prefix: OutputPrefix) -> ReadResult:
         key = CANONICAL_ERROR_FILE
         reference = f"{prefix.location.rstrip('/')}/{key}"  # GetErrorPath: built, not listed, so never escaped
-        refused = self.store.container_error(prefix.location)
+        prefix = self.store.reaching(prefix)
         try:
-            if refused is not None:
-                raise StorageError(refused)
             size = prefix.head(key)
         except StorageError as e:
             return ReadResult(
@@ -291,11 +289,8 @@ class EarliestErrorReader:
         or the round fails (a listing, HEAD or size error).
         """
         location = prefix.location.rstrip("/")
-        refused = self.store.container_error(location)
         try:
-            if refused is not None:
-                raise StorageError(refused)
-            heads, ignored = self.listing(prefix)
+            heads, ignored = self.listing(self.store.reaching(prefix))
         except StorageError as e:
             return ReadResult(
                 EARLIEST, rule=RULE_ROUND_ERROR, round_error=f"failed to list error files @[{location}]: {e}"
