@@ -569,6 +569,20 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
                 "put them in one entry)",
             )
         overridden[override.pod] = index
+        if override.timings.on_peer_death.WhichOneof("reaction") == "wait_in_rendezvous":
+            # flytekitplugins-kfpytorch `PytorchElasticFunctionTask._execute` builds one LaunchConfig (max_restarts,
+            # rdzv_configs' join_timeout) for every pod of the task: no pod has restarts or a join timeout of its own
+            written_before = sum(
+                t.on_peer_death.HasField("wait_in_rendezvous")
+                for t in [message.timings] + [o.timings for o in message.pod_timings[:index]]
+            )
+            raise where.error(
+                where.line_of(r"\bwait_in_rendezvous\b", written_before),
+                f"pod_timings[{index}].timings.on_peer_death.wait_in_rendezvous",
+                "restarts and the join timeout are the task's, not one pod's (kfpytorch gives every pod one "
+                "LaunchConfig): set it under `timings`, for every pod, or use job.max_restarts and "
+                "job.join_timeout_seconds",
+            )
         timings[override.pod] = _timing(base, override.timings)
 
     attempts, map_orders = [], []

@@ -194,7 +194,7 @@ class RealPods:
         for pod in spec.pods:
             timing = spec.timings[pod]
             shutdown = timing.shutdown
-            # restarts and join timeout are each agent's own: a pod the scenario says has restarts left gets them
+            # restarts and join timeout are the task's (one LaunchConfig for every pod): the same in every pod's timing
             workload = replace(
                 self.workload,
                 max_restarts=timing.restarts,

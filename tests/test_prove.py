@@ -137,20 +137,21 @@ def test_seed_pr_s_retry_over_a_sibling_s_error_needs_a_cleanup_before_the_survi
     """With `error.pb` (aggregation off) the seed PR's recoverable report replaces the sibling's genuine error, and the
     node retries, only when the operator's cleanup SIGTERM (training-operator `ReconcileJobs`: the job's condition,
     then its cleanup, each after the kubelet's pod status report) reaches the survivor before its agent has found
-    its dead workers (torch `_invoke_run`: one look per monitor interval) and rejoined a rendezvous whose store is
-    gone. A later cleanup finds it reporting its collateral error, or gone: the node fails for good."""
+    its dead workers (torch `_invoke_run`: one look per monitor interval) and raised (the task has no restarts
+    left: `ChildFailedError`). A later cleanup finds it reporting its collateral error, or gone: the node fails for
+    good."""
     from aggregation.simulate import simulate
     from aggregation.timeline import What
 
     varies = ("job.pod_status_seconds=0..5", "job.cleanup_seconds=0..1")
     proof = _proof("sibling_user_error_cleanup", "genuine-error-wins", varies, "seed-pr", False)
     assert proof.verdict == P.COUNTEREXAMPLE
-    # when the survivor's own rendezvous fails, from the plain simulator's timeline with a cleanup that never comes
+    # when the survivor's agent raises, from the plain simulator's timeline with a cleanup that never comes
     source = read_scenario("sibling_user_error_cleanup")
     source.message.job.pod_status_seconds = 60
     timeline = simulate(source.spec("seed-pr")).attempts[0].timeline
     host_exit = next(e.at for e in timeline if e.what is What.EXIT)
-    fails = next(e.at for e in timeline if e.what in (What.RENDEZVOUS_LOST, What.RENDEZVOUS_CLOSED))
+    fails = next(e.at for e in timeline if e.what is What.AGENT_RAISES and e.actor == "train-worker-1")
     window = Fraction(fails - host_exit).limit_denominator(10**9)  # 3.25 s here: its look at 26 s, then 1.5 s
     assert window > 1
 

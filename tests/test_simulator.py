@@ -1093,19 +1093,16 @@ def test_the_namespace_propeller_names_is_the_scenario_s_and_a_bad_one_is_refuse
 
 def test_clean_pod_policy_running_sigterms_the_rest():
     events = 'events { at_seconds: 30 pod: "a" worker_error {} }'
-    spec = scenario(
-        events,
-        job="clean_pod_policy: CLEAN_POD_POLICY_RUNNING",
-        extra='pod_timings { pod: "b" timings { on_peer_death { wait_in_rendezvous {} } } }',
-    )
+    spec = scenario(events, job="clean_pod_policy: CLEAN_POD_POLICY_RUNNING", extra=HUNG_PEER)
     timeline = simulate(spec).attempts[0].timeline
     assert any(e.what is What.DELETES_POD and e.target == "b" and e.reason == "Running" for e in timeline)
     assert any(e.what is What.SIGTERM and e.target == "b" and e.reason == "operator cleanup" for e in timeline)
 
 
-# a's worker fails; b waits in the rendezvous until a's agent (the store's host) is gone, then fails too
+# b's workers hang on their broken collective (as NCCL's do) when a peer's fail: its agent finds them healthy
+HUNG_PEER = 'pod_timings { pod: "b" timings { on_peer_death { fail { after_seconds: 600 } } } }'
+# a's worker fails; b runs on until a's agent (the store's host) is gone, and fails at its next look
 _TWO_FAILURES = 'events { at_seconds: 30 pod: "a" worker_error {} }'
-_B_WAITS = 'pod_timings { pod: "b" timings { on_peer_death { wait_in_rendezvous {} } } }'
 
 
 def test_the_operator_hears_a_pod_exit_the_pod_status_latency_after_it():
@@ -1115,9 +1112,9 @@ def test_the_operator_hears_a_pod_exit_the_pod_status_latency_after_it():
     CleanPodPolicy Running (`common/job.go` `deletePodsAndServices`) deletes a pod that has already exited, and the
     kubelet has nothing left to signal."""
     policy = "clean_pod_policy: CLEAN_POD_POLICY_RUNNING"
-    prompt = simulate(scenario(_TWO_FAILURES, job=policy, extra=_B_WAITS)).attempts[0]
+    prompt = simulate(scenario(_TWO_FAILURES, job=policy, extra=HUNG_PEER)).attempts[0]
     assert prompt.job_terminal_at == prompt.exits["a"][1]
-    late = simulate(scenario(_TWO_FAILURES, job=policy + " pod_status_seconds: 5", extra=_B_WAITS)).attempts[0]
+    late = simulate(scenario(_TWO_FAILURES, job=policy + " pod_status_seconds: 5", extra=HUNG_PEER)).attempts[0]
     a_exit, b_exit = late.exits["a"][1], late.exits["b"][1]
     assert a_exit < b_exit < a_exit + 5  # b is gone before the operator hears of a
     assert late.job_terminal_at == pytest.approx(a_exit + 5)
@@ -1149,7 +1146,7 @@ def test_the_cleanup_comes_the_cleanup_latency_after_the_terminal_condition():
     that sets the terminal condition does not clean up; the one its status update wakes does (`job.cleanup_seconds`
     later), and only then does the kubelet SIGTERM the pods left."""
     job = "clean_pod_policy: CLEAN_POD_POLICY_RUNNING cleanup_seconds: 0.3"
-    attempt = simulate(scenario(_TWO_FAILURES, job=job, extra=_B_WAITS)).attempts[0]
+    attempt = simulate(scenario(_TWO_FAILURES, job=job, extra=HUNG_PEER)).attempts[0]
     terminal = attempt.job_terminal_at
     assert terminal == attempt.exits["a"][1]  # pod status latency 0: the operator heard at once
     [deletion] = [e for e in attempt.timeline if e.what is What.DELETES_POD]
@@ -1269,6 +1266,26 @@ def test_a_pod_s_timings_are_set_in_one_pod_timings_entry():
     together = 'pod_timings { pod: "b" timings { upload_seconds: 5 exit_seconds: 0.7 } }'
     spec = parse_scenario(text.split("\n")[0] + "\n" + together, "t.textproto")
     assert (spec.timings["b"].upload, spec.timings["b"].exit) == (5, 0.7)
+
+
+def test_restarts_and_the_join_timeout_are_the_task_s_so_one_pod_cannot_have_its_own():
+    """flytekitplugins-kfpytorch `PytorchElasticFunctionTask._execute` builds one `LaunchConfig` (max_restarts,
+    rdzv_configs' join_timeout) for every pod of the task: a pod's own `wait_in_rendezvous`, which gave it restarts
+    and a join timeout its peers lacked, is a one-line error on its own line; under `timings` it is every pod's."""
+    text = (
+        'plugin: RECOVERABLE job { pods: "a" pods: "b" }\n'
+        "timings { on_peer_death { wait_in_rendezvous { timeout_seconds: 30 } } }\n"
+        'pod_timings { pod: "a" timings { exit_seconds: 0.7 } }\n'
+        'pod_timings { pod: "b" timings {\n  on_peer_death { wait_in_rendezvous {} } } }\n'
+    )
+    with pytest.raises(ScenarioError) as raised:
+        parse_scenario(text, "t.textproto")
+    assert str(raised.value).startswith(
+        "t.textproto:5: pod_timings[1].timings.on_peer_death.wait_in_rendezvous: restarts and the join timeout are "
+        "the task's, not one pod's"
+    )
+    every_pod = parse_scenario(text.rsplit("pod_timings", 1)[0], "t.textproto")
+    assert {(t.restarts, t.join_timeout) for t in every_pod.timings.values()} == {(1, 30)}
 
 
 def test_an_error_in_the_last_of_many_events_names_its_own_line():
@@ -1780,19 +1797,21 @@ def test_the_prover_places_the_next_read_on_the_nanosecond_as_the_simulator_does
 
 @pytest.mark.parametrize("detection", [3.8, 4.0, 4.3, 4.7])
 def test_an_agent_that_raises_closes_the_rendezvous_and_a_waiting_survivor_fails_at_its_next_read(detection):
-    """torch `launcher/api.py` `launch_agent`: an agent that raises anything but a signal (here ChildFailedError
-    for a's genuine error) shuts its rendezvous handler down on the way out (`DynamicRendezvousHandler.shutdown`
-    -> `_close`), with the store still up. The waiting survivor fails with RendezvousClosedError at its next read
-    (`_RendezvousJoinOp`), usually before the host has even exited."""
+    """torch `launcher/api.py` `launch_agent`: an agent that raises anything but a signal (here ChildFailedError:
+    its workers failed with no restart left) shuts its rendezvous handler down on the way out
+    (`DynamicRendezvousHandler.shutdown` -> `_close`), with the store still up. The waiting survivor fails with
+    RendezvousClosedError at its next read (`_RendezvousJoinOp`), usually before the host has even exited.
+    Restarts are the task's (one each): a spends its own at 10 s, b joins that round as a membership change (its
+    workers hang) and spends its own on its error at 40 s; a's workers fail from it, and a, with none left,
+    raises while b waits for the next round."""
     spec = scenario(
-        'events { at_seconds: 10 pod: "a" worker_error {} }',
-        job="max_restarts: 0",
+        'events { at_seconds: 10 pod: "a" worker_error {} } events { at_seconds: 40 pod: "b" worker_error {} }',
+        job="max_restarts: 1",
         plugin="upstream",
-        extra=f'pod_timings {{ pod: "b" timings {{ on_peer_death {{ wait_in_rendezvous {{}} }} }} }} '
-        f'pod_timings {{ pod: "a" timings {{ failure_detection_seconds: {detection} }} }}',
+        extra=f'{HUNG_PEER} pod_timings {{ pod: "a" timings {{ failure_detection_seconds: {detection} }} }}',
     )
     timeline = simulate(spec).attempts[0].timeline
-    waits = next(e.at for e in timeline if e.what is What.WAITS_IN_RENDEZVOUS and e.actor == "b")
+    waits = [e.at for e in timeline if e.what is What.WAITS_IN_RENDEZVOUS and e.actor == "b"][-1]
     raises = next(e.at for e in timeline if e.what is What.AGENT_RAISES and e.actor == "a")
     host_exit = next(e.at for e in timeline if e.what is What.EXIT and e.actor == "a")
     assert waits < raises
@@ -1815,7 +1834,6 @@ def test_a_preempted_agent_leaves_the_rendezvous_open():
 
 # A healthy agent reads the rendezvous at its looks (torch `_invoke_run`, `WorkerState.HEALTHY` branch:
 # `rdzv_handler.num_nodes_waiting()`, `DynamicRendezvousHandler.num_nodes_waiting` -> `_state_holder.sync()`).
-HUNG_PEER = 'pod_timings { pod: "b" timings { on_peer_death { fail { after_seconds: 600 } } } }'
 
 
 def test_a_healthy_agent_that_finds_a_node_waiting_restarts_its_workers_without_spending_a_restart():
