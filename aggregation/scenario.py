@@ -22,6 +22,7 @@ from aggregation.kinds import CleanPodPolicy, PluginVariant, ReplicaMapOrder
 from aggregation.nanoseconds import PER_SECOND
 from aggregation.propeller import PropellerConfig, payload_limit
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
+from aggregation.textproto_lines import field_lines, parent_path
 
 #: the scenario schema's enum value for each plugin variant
 PLUGIN_VARIANTS = {
@@ -224,29 +225,33 @@ def _propeller_config(propeller: pb.Propeller) -> PropellerConfig:
 
 
 class _Locator:
-    """Finds the line of a field in the scenario text, for error messages. A variant of the scenario (a sweep's or a
-    proof's point) has no text of its own: its errors name the file and the field, never a line of the file that
-    holds some other field of that name."""
+    """Finds the line of a field in the scenario text, for error messages, by the field path the error names
+    (`textproto_lines`). A variant of the scenario (a sweep's or a proof's point) has no text of its own: its errors
+    name the file and the field, never a line of the file that holds some other field of that name."""
 
     def __init__(self, path: str, text: Optional[str]) -> None:
         self.path = path
-        self.lines = text.splitlines() if text is not None else None
-        self._found: dict[str, list[int]] = {}  # pattern -> the line of each of its matches, in order
+        self.text = text
+        self._lines: Optional[dict[str, int]] = None  # read at the first error
 
-    def line_of(self, pattern: str, occurrence: int = 0) -> int:
-        """The line of the pattern's `occurrence`-th match outside comments (1 if there are fewer); each pattern's
-        lines are found once, since a check asks for every event's."""
-        if self.lines is None:
+    def line_of(self, field_path: str) -> int:
+        """The line of the field, or of the nearest field that holds it when it is not written (1 at the top); 0 for
+        a variant."""
+        if self.text is None:
             return 0
-        found = self._found.get(pattern)
-        if found is None:
-            regex = re.compile(pattern)
-            found = self._found[pattern] = [
-                number for number, line in enumerate(self.lines, start=1) for _ in regex.finditer(line.split("#", 1)[0])
-            ]
-        return found[occurrence] if occurrence < len(found) else 1
+        if self._lines is None:
+            self._lines = field_lines(self.text, pb.Scenario.DESCRIPTOR)
+        path = field_path
+        while path:
+            line = self._lines.get(path)
+            if line is not None:
+                return line
+            path = parent_path(path)
+        return 1
 
-    def error(self, line: int, field_path: str, problem: str) -> ScenarioError:
+    def error(self, field_path: str, problem: str, at: Optional[str] = None) -> ScenarioError:
+        """The error about `field_path`, located at the field `at` (by default that one)."""
+        line = self.line_of(at or field_path)
         where = f"{self.path}:{line}" if line else f"{self.path} (as varied)"
         return ScenarioError(f"{where}: {field_path}: {problem}")
 
@@ -387,28 +392,25 @@ def _value_problem(descriptor, value) -> Optional[str]:
     return None
 
 
-def _check_values(message, where: _Locator, path: str = "", seen: Optional[dict] = None) -> None:
+def _check_values(message, where: _Locator, path: str = "") -> None:
     """Every set field of the scenario against its type, in one place: enum numbers the schema defines, finite
     times within `defaults.MAX_SCENARIO_SECONDS` (non-negative unless the field is a clock offset), integers
     within what the model plays. Raises ScenarioError naming the field."""
-    seen = {} if seen is None else seen
     for descriptor, value in message.ListFields():
         items = list(value) if descriptor.is_repeated else [value]
         for index, item in enumerate(items):
             field_path = f"{path}{descriptor.name}" + (f"[{index}]" if descriptor.is_repeated else "")
-            occurrence = seen.get(descriptor.name, 0)
-            seen[descriptor.name] = occurrence + 1
             if descriptor.type == descriptor.TYPE_MESSAGE:
-                _check_values(item, where, field_path + ".", seen)
+                _check_values(item, where, field_path + ".")
                 continue
             problem = _value_problem(descriptor, item)
             if problem is not None:
-                raise where.error(where.line_of(rf"\b{descriptor.name}\b", occurrence), field_path, problem)
+                raise where.error(field_path, problem)
     if path == "" and len(message.attempts) > defaults.MAX_ATTEMPTS:
         raise where.error(
-            where.line_of(r"\battempts\b", defaults.MAX_ATTEMPTS),
             "attempts",
             f"{len(message.attempts)} attempts is more than the simulator plays (at most {defaults.MAX_ATTEMPTS})",
+            at=f"attempts[{defaults.MAX_ATTEMPTS}]",
         )
 
 
@@ -417,18 +419,15 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
     job = message.job
     pods = tuple(job.pods)
     if not pods:
-        raise where.error(where.line_of(r"\bjob\b"), "job.pods", "at least one pod is required")
+        raise where.error("job.pods", "at least one pod is required")
     if len(set(pods)) != len(pods):
-        duplicate = next(p for p in pods if pods.count(p) > 1)
-        raise where.error(
-            where.line_of(rf'pods:\s*"{re.escape(duplicate)}"', 1), "job.pods", f"duplicate pod {duplicate!r}"
-        )
+        second = next(i for i, p in enumerate(pods) if p in pods[:i])
+        raise where.error("job.pods", f"duplicate pod {pods[second]!r}", at=f"job.pods[{second}]")
 
     for replicas in ("min_replicas", "max_replicas"):
         value = getattr(job, replicas)
         if value and value != len(pods):
             raise where.error(
-                where.line_of(rf"\b{replicas}\b"),
                 f"job.{replicas}",
                 f"{value} differs from the {len(pods)} pods listed: the model plays a job of fixed size "
                 "(torch elastic's min = max nodes = the pods), not one that shrinks or grows",
@@ -440,52 +439,33 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
             raise ScenarioError(f"--plugin: unknown plugin variant {plugin_override!r} (expected {names})")
         plugin = PluginVariant(plugin_override)
     elif message.plugin == pb.PLUGIN_VARIANT_UNSPECIFIED:
-        raise where.error(1, "plugin", "missing: set UPSTREAM, SEED_PR or RECOVERABLE (or pass --plugin)")
+        raise where.error("plugin", "missing: set UPSTREAM, SEED_PR or RECOVERABLE (or pass --plugin)")
     else:
         plugin = VARIANT_NAMES[message.plugin]
-
-    def non_negative(value: float, line_pattern: str, field_path: str, occurrence: int = 0) -> None:
-        if value < 0 or value != value:
-            raise where.error(where.line_of(line_pattern, occurrence), field_path, f"must be >= 0, got {value}")
 
     grace = (
         job.termination_grace_period_seconds
         if job.HasField("termination_grace_period_seconds")
         else defaults.TERMINATION_GRACE_SECONDS
     )
-    non_negative(grace, r"termination_grace_period_seconds", "job.termination_grace_period_seconds")
     training = message.task.training_seconds if message.task.HasField("training_seconds") else defaults.TRAINING_SECONDS
-    non_negative(training, r"training_seconds", "task.training_seconds")
-    non_negative(
-        message.propeller.observation_delay_seconds, r"observation_delay_seconds", "propeller.observation_delay_seconds"
-    )
     if message.propeller.HasField("round_retry_seconds") and not (
         0 < message.propeller.round_retry_seconds < float("inf")
     ):
         raise where.error(
-            where.line_of(r"round_retry_seconds"),
             "propeller.round_retry_seconds",
             f"must be > 0 and finite, got {message.propeller.round_retry_seconds}",
         )
 
-    for proto_name in (
-        "rendezvous_seconds",
-        "agent_shutdown_seconds",
-        "upload_seconds",
-        "failure_detection_seconds",
-        "exit_seconds",
-        "failed_worker_exit_seconds",
-        "finished_worker_exit_seconds",
-    ):
-        for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
-            if timings.HasField(proto_name):
-                non_negative(getattr(timings, proto_name), proto_name, f"timings.{proto_name}", occurrence)
-    shutdowns = [t.agent_shutdown_seconds for t in [message.timings] + [o.timings for o in message.pod_timings]]
-    for occurrence, shutdown in enumerate(s for s in shutdowns if s):  # 0 where unset: the field's written ones
+    # every timings block, by the path its errors name (each set field is finite, non-negative: `_check_values`)
+    timings_blocks = [("timings", message.timings)] + [
+        (f"pod_timings[{index}].timings", override.timings) for index, override in enumerate(message.pod_timings)
+    ]
+    for block, written in timings_blocks:
+        shutdown = written.agent_shutdown_seconds
         if shutdown > defaults.TORCH_SHUTDOWN_TIMEOUT_SECONDS:
             raise where.error(
-                where.line_of("agent_shutdown_seconds", occurrence),
-                "timings.agent_shutdown_seconds",
+                f"{block}.agent_shutdown_seconds",
                 f"must be at most {defaults.TORCH_SHUTDOWN_TIMEOUT_SECONDS:g}, got {shutdown}: "
                 "torch's agent SIGKILLs its workers that long after it signals them (LaunchConfig.shutdown_timeout)",
             )
@@ -495,18 +475,14 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
     # each tick would look many times at one moment
     if not 1 / PER_SECOND <= interval <= defaults.MAX_MONITOR_INTERVAL_SECONDS:
         raise where.error(
-            where.line_of("monitor_interval_seconds"),
             "job.monitor_interval_seconds",
             f"must be > 0 and at most {defaults.MAX_MONITOR_INTERVAL_SECONDS:g}, and at least 1e-09 (a nanosecond, "
             f"the model's clock tick), got {interval}",
         )
     # the cluster's latencies to the operator (finite and within a scenario's span: `_check_values`)
     pod_status = job.pod_status_seconds if job.HasField("pod_status_seconds") else defaults.POD_STATUS_SECONDS
-    non_negative(pod_status, r"pod_status_seconds", "job.pod_status_seconds")
     cleanup = job.cleanup_seconds if job.HasField("cleanup_seconds") else defaults.CLEANUP_SECONDS
-    non_negative(cleanup, r"cleanup_seconds", "job.cleanup_seconds")
     reconcile = job.reconcile_seconds if job.HasField("reconcile_seconds") else defaults.RECONCILE_SECONDS
-    non_negative(reconcile, r"reconcile_seconds", "job.reconcile_seconds")
     # RunPolicy: flyteplugins `ParseRunPolicy` sets a field only when it is not 0
     # a negative limit is passed at the job's first reconcile, before any pod exists: nothing the model plays
     for name, value, why in (
@@ -516,7 +492,6 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
     ):  # fmt: skip
         if value < 0:
             raise where.error(
-                where.line_of(name),
                 f"job.{name}",
                 f"must be > 0 (0 leaves it unset), got {value}: {why}, before any pod exists, which the model does "
                 "not play",
@@ -527,17 +502,15 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
     namespace = job.namespace or defaults.NAMESPACE
     if not _NAMESPACE.match(namespace):
         raise where.error(
-            where.line_of("namespace"),
             "job.namespace",
             f"{namespace!r} is not a Kubernetes namespace (a DNS label: at most 63 lowercase letters, digits and '-', "
             "starting and ending with a letter or digit)",
         )
-    for occurrence, timings in enumerate([message.timings] + [o.timings for o in message.pod_timings]):
-        first = timings.first_monitor_poll_seconds
-        if timings.HasField("first_monitor_poll_seconds") and not 0 < first <= interval:
+    for block, written in timings_blocks:
+        first = written.first_monitor_poll_seconds
+        if written.HasField("first_monitor_poll_seconds") and not 0 < first <= interval:
             raise where.error(
-                where.line_of("first_monitor_poll_seconds", occurrence),
-                "timings.first_monitor_poll_seconds",
+                f"{block}.first_monitor_poll_seconds",
                 f"must be > 0 and at most the monitor interval ({interval:g} s), got {first}",
             )
     start_method = "fork" if job.start_method == pb.FORK else "spawn"
@@ -554,16 +527,13 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
     timings = {pod: base for pod in pods}
     overridden: dict[str, int] = {}
     for index, override in enumerate(message.pod_timings):
-        line = where.line_of(r"\bpod_timings\b", index)  # the entry's own line (an event may name the pod too)
         if override.pod not in timings:
             raise where.error(
-                line,
                 f"pod_timings[{index}].pod",
                 f"unknown pod {override.pod!r} (pods: {', '.join(pods)})",
             )
         if override.pod in overridden:  # one entry would silently replace the other's timings
             raise where.error(
-                line,
                 f"pod_timings[{index}].pod",
                 f"duplicate pod {override.pod!r} (pod_timings[{overridden[override.pod]}] sets its timings too: "
                 "put them in one entry)",
@@ -572,12 +542,7 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         if override.timings.on_peer_death.WhichOneof("reaction") == "wait_in_rendezvous":
             # flytekitplugins-kfpytorch `PytorchElasticFunctionTask._execute` builds one LaunchConfig (max_restarts,
             # rdzv_configs' join_timeout) for every pod of the task: no pod has restarts or a join timeout of its own
-            written_before = sum(
-                t.on_peer_death.HasField("wait_in_rendezvous")
-                for t in [message.timings] + [o.timings for o in message.pod_timings[:index]]
-            )
             raise where.error(
-                where.line_of(r"\bwait_in_rendezvous\b", written_before),
                 f"pod_timings[{index}].timings.on_peer_death.wait_in_rendezvous",
                 "restarts and the join timeout are the task's, not one pod's (kfpytorch gives every pod one "
                 "LaunchConfig): set it under `timings`, for every pod, or use job.max_restarts and "
@@ -586,15 +551,12 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         timings[override.pod] = _timing(base, override.timings)
 
     attempts, map_orders = [], []
-    event_occurrence = 0
     elastic = job.elastic if job.HasField("elastic") else True
     for a, attempt in enumerate(message.attempts):
         order = attempt.replica_map_order
         if order != pb.REPLICA_MAP_ORDER_UNSET:
-            line = where.line_of(r"\breplica_map_order\b", sum(1 for orders in map_orders if orders is not None))
             if elastic:
                 raise where.error(
-                    line,
                     f"attempts[{a}].replica_map_order",
                     "an elastic job has Worker replicas only: no map order decides it",
                 )
@@ -602,32 +564,27 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         events = []
         for e, event in enumerate(attempt.events):
             field_path = f"attempts[{a}].events[{e}]"
-            line = where.line_of(r"\bevents\b", event_occurrence)
-            event_occurrence += 1
             kind = event.WhichOneof("kind")
             if kind is None:
-                raise where.error(line, field_path, f"missing: one of {', '.join(EVENT_KINDS)}")
-            if event.at_seconds < 0 or event.at_seconds != event.at_seconds:
-                raise where.error(line, f"{field_path}.at_seconds", f"must be >= 0, got {event.at_seconds}")
+                raise where.error(field_path, f"missing: one of {', '.join(EVENT_KINDS)}")
             if kind in ("preemption", "worker_error", "truncated_upload") and not event.pod:
-                raise where.error(line, f"{field_path}.pod", f"missing: a {kind} needs the pod it happens to")
+                raise where.error(f"{field_path}.pod", f"missing: a {kind} needs the pod it happens to")
             if kind == "storage_outage" and event.pod:
-                raise where.error(line, f"{field_path}.pod", "a storage outage is the store's, not a pod's")
+                raise where.error(f"{field_path}.pod", "a storage outage is the store's, not a pod's")
             outage = event.storage_outage.duration_seconds
             if kind == "storage_outage" and not (0 < outage < float("inf")):
                 raise where.error(
-                    line, f"{field_path}.storage_outage.duration_seconds", f"must be > 0 and finite, got {outage}"
+                    f"{field_path}.storage_outage.duration_seconds", f"must be > 0 and finite, got {outage}"
                 )
             if event.pod and event.pod not in timings:
-                raise where.error(line, f"{field_path}.pod", f"unknown pod {event.pod!r} (pods: {', '.join(pods)})")
+                raise where.error(f"{field_path}.pod", f"unknown pod {event.pod!r} (pods: {', '.join(pods)})")
             if event.at_seconds > training and kind not in AFTER_THE_END_KINDS:
                 raise where.error(
-                    line,
                     f"{field_path}.at_seconds",
                     f"{event.at_seconds} is after the job ended (training ends at {training} s)",
                 )
             if kind == "preemption" and event.preemption.lands_during_fork and job.start_method != pb.FORK:
-                raise where.error(line, f"{field_path}.preemption.lands_during_fork", "only a fork start method forks")
+                raise where.error(f"{field_path}.preemption.lands_during_fork", "only a fork start method forks")
             events.append(
                 SimEvent(
                     at=event.at_seconds,
