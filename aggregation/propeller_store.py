@@ -64,18 +64,14 @@ class PropellerStore:
         local = "://" not in location or location[:5].lower() == "file:"  # as `storage.local_path_of` reads it
         if not self.container or self.dynamic_containers or local:
             return None
-        unparsable = go_url_parse_error(location)
-        if unparsable is not None:  # DataReference.Split: url.Parse fails first
-            return unparsable
-        # net/url's Host: after "//", up to the path, query or fragment, without the userinfo; a port kept
-        rest = location.split("://", 1)[1] if "://" in location else ""
-        bucket = re.split(r"[/?#]", rest, maxsplit=1)[0].rpartition("@")[2]
-        port = re.search(r":[^:\]]*$", bucket)
-        if port and not re.fullmatch(r":[0-9]*", port.group()):  # parseHost: validOptionalPort
-            return f"parse {go_quote(location)}: invalid port {go_quote(port.group())} after host"
-        if bucket == self.container:
+        try:
+            bucket = go_url_host(location)  # DataReference.Split: the URL's Host is the container
+        except GoURLParseError as unparsable:
+            return str(unparsable)
+        if bucket == self.container.encode("utf-8", "surrogateescape"):
             return None
-        return f"Conf container:{self.container} != Passed Container:{bucket}. Dynamic loading is disabled: not found"
+        passed = bucket.decode("utf-8", "surrogateescape")
+        return f"Conf container:{self.container} != Passed Container:{passed}. Dynamic loading is disabled: not found"
 
     def reaching(self, prefix: "OutputPrefix") -> "OutputPrefix":
         """`prefix` as this store reaches it: `getContainer` comes before every request, so in a container the store
@@ -119,9 +115,10 @@ class PropellerStore:
         """The Go error `StowStore.Head` returns for a listed name before it asks the store anything, or None."""
         if not self.lists_unreachable_names:
             return None
-        unparsable = go_url_parse_error(reference)
-        if unparsable is not None:  # DataReference.Split: url.Parse fails first
-            return unparsable
+        try:
+            go_url_host(reference)  # DataReference.Split: url.Parse fails first
+        except GoURLParseError as unparsable:
+            return str(unparsable)
         # getContainer: errs.Wrapf(stow.ErrNotFound, ...), whose text is the message, ": ", then "not found"
         refused = f"Conf container:{self.container} != Passed Container:{self.host}. Dynamic loading is disabled"
         return f"{refused}: not found"
@@ -157,26 +154,133 @@ def go_escape_path(path: str) -> str:
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+# the ASCII bytes a host may hold as they are (net/url `shouldEscape(c, encodeHost)` is false); any other fails it
+_HOST_ASCII = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~!$&'()*+,;=:[]<>\"")
+_USERINFO = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._:~!$&'()*+,;=%@")
+
+
+class GoURLParseError(ValueError):
+    """Go's `url.Parse` failed; the text is Go's (`*url.Error`: `parse "<url>": <problem>`)."""
+
+
+class _Problem(Exception):
+    """net/url's error inside `parse`, before `url.Error` wraps it with the URL."""
+
+
+def go_url_host(raw: str) -> bytes:
+    """The Host of Go's `url.Parse(raw)`: unescaped, a port kept, empty when the URL has none (flytestdlib
+    `DataReference.Split` takes it for the container). Raises GoURLParseError with Go's text where Parse fails.
+
+    net/url `Parse`: the fragment is cut off first and its escapes checked last. In the rest, in this order: no
+    control byte; the scheme; the query cut off; after "//", the authority up to the path: its host after the last
+    "@" (`parseHost`: a port of digits after its last ":", then unescaped in host mode), then its userinfo; then
+    the path's escapes. The error quotes the URL without the fragment, unless the fragment is what failed."""
+    before, hash_sign, fragment = raw.partition("#")
+    try:
+        host = _go_parse(before)
+    except _Problem as problem:
+        raise GoURLParseError(f"parse {go_quote(before)}: {problem}") from None
+    try:
+        _go_unescape(fragment if hash_sign else "")
+    except _Problem as problem:
+        raise GoURLParseError(f"parse {go_quote(raw)}: {problem}") from None
+    return host
 
 
 def go_url_parse_error(raw: str) -> Optional[str]:
-    """The error text of Go's `url.Parse(raw)` for an absolute URL whose host is valid, or None when it parses.
-
-    net/url: the fragment is cut off first; the rest may hold no control byte ("net/url: invalid control character
-    in URL") and its path (before any "?") no "%" that starts no escape; then the fragment's escapes are checked.
-    `*url.Error` reads `parse "<url>": <problem>`, the URL quoted as Go's %q does, without the fragment unless the
-    fragment is what failed."""
-    before, hash_sign, fragment = raw.partition("#")
-    if _CONTROL.search(before):
-        return f"parse {go_quote(before)}: net/url: invalid control character in URL"
-    path = before.split("?", 1)[0]
-    for text, quoted in ((path, before), (fragment if hash_sign else "", raw)):
-        bad = _BAD_ESCAPE.search(text)
-        if bad is not None:  # unescape's EscapeError: the next three bytes, not characters, from the "%"
-            escape = text[bad.start() :].encode("utf-8", "surrogateescape")[:3]
-            return f"parse {go_quote(quoted)}: invalid URL escape {go_quote(escape.decode('utf-8', 'surrogateescape'))}"
+    """Go's error text for `url.Parse(raw)`, or None when it parses."""
+    try:
+        go_url_host(raw)
+    except GoURLParseError as unparsable:
+        return str(unparsable)
     return None
+
+
+def _go_parse(url: str) -> bytes:
+    if _CONTROL.search(url):
+        raise _Problem("net/url: invalid control character in URL")
+    scheme, rest = _go_scheme(url)
+    if rest.endswith("?") and rest.count("?") == 1:
+        rest = rest[:-1]
+    else:
+        rest = rest.partition("?")[0]
+    if not rest.startswith("/"):
+        if scheme:
+            return b""  # an opaque URL: no host
+        if ":" in rest.partition("/")[0]:
+            raise _Problem("first path segment in URL cannot contain colon")
+    host = b""
+    if (scheme or not rest.startswith("///")) and rest.startswith("//"):
+        authority, slash, path = rest[2:].partition("/")
+        rest = slash + path
+        userinfo, at, host_and_port = authority.rpartition("@")
+        host = _go_host(host_and_port)
+        if at:
+            if not set(userinfo) <= _USERINFO:
+                raise _Problem("net/url: invalid userinfo")
+            for part in userinfo.split(":", 1):
+                _go_unescape(part)
+    _go_unescape(rest)
+    return host
+
+
+def _go_scheme(url: str) -> tuple[str, str]:
+    """net/url `getScheme`: letters, then letters, digits, "+", "-" or ".", up to a ":"; else no scheme."""
+    for index, char in enumerate(url):
+        if "a" <= char.lower() <= "z":
+            continue
+        if char in "0123456789+-.":
+            if index == 0:
+                return "", url
+            continue
+        if char == ":":
+            if index == 0:
+                raise _Problem("missing protocol scheme")
+            return url[:index].lower(), url[index + 1 :]
+        return "", url
+    return "", url
+
+
+def _go_host(host: str) -> bytes:
+    """net/url `parseHost`: the port after the last ":" (or after the "]" of a bracketed host) is digits; then the
+    host is unescaped in host mode."""
+    if host.startswith("["):
+        close = host.rfind("]")
+        if close < 0:
+            raise _Problem("missing ']' in host")
+        port = host[close + 1 :]
+    else:
+        port = host[host.rfind(":") :] if ":" in host else ""
+    if port and not re.fullmatch(r":[0-9]*", port):  # validOptionalPort
+        raise _Problem(f"invalid port {go_quote(port)} after host")
+    return _go_unescape(host, in_host=True)
+
+
+def _go_unescape(text: str, in_host: bool = False) -> bytes:
+    """net/url `unescape`: each "%" starts two hex digits, else `invalid URL escape` of the next three bytes. In a
+    host (`in_host`) an escape may only stand for a byte >= 0x80 (or be "%25"), and an ASCII byte a host does not
+    allow is an `invalid character ... in host name`."""
+    data = text.encode("utf-8", "surrogateescape")
+    if b"%" not in data and (not in_host or all(b >= 0x80 or b in _HOST_ASCII for b in data)):
+        return data  # the usual host or path: nothing to unescape
+    out = bytearray()
+    index = 0
+    while index < len(data):
+        byte = data[index]
+        if byte == 0x25:
+            escape = data[index : index + 3]
+            wrong = len(escape) < 3 or escape[1] not in _HEX or escape[2] not in _HEX
+            if wrong or (in_host and int(chr(escape[1]), 16) < 8 and escape != b"%25"):
+                raise _Problem(f"invalid URL escape {go_quote(escape.decode('utf-8', 'surrogateescape'))}")
+            out.append(int(escape[1:], 16))
+            index += 3
+            continue
+        if in_host and byte < 0x80 and byte not in _HOST_ASCII:
+            raise _Problem(f"invalid character {go_quote(chr(byte))} in host name")
+        out.append(byte)
+        index += 1
+    return bytes(out)
 
 
 _GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}

@@ -309,6 +309,36 @@ def test_the_bucket_is_read_from_the_url_as_go_s_url_parse_reads_the_host():
         assert store.container_error(copy) is None, copy
 
 
+@pytest.mark.parametrize(
+    "location, error",
+    [
+        # parseHost unescapes in host mode: an escape may stand for a non-ASCII byte (or be %25), nothing else
+        ("s3://my%41bucket/p", 'parse "s3://my%41bucket/p": invalid URL escape "%41"'),
+        ("s3://my-bucket%/p", 'parse "s3://my-bucket%/p": invalid URL escape "%"'),
+        ("s3://my bucket/p", 'parse "s3://my bucket/p": invalid character " " in host name'),
+        ("s3://my-bucket|x/p", 'parse "s3://my-bucket|x/p": invalid character "|" in host name'),
+        # the port is checked before the host is unescaped, the host before the userinfo, both before the path
+        ("s3://bad%zz:xx/p", 'parse "s3://bad%zz:xx/p": invalid port ":xx" after host'),
+        ("s3://u ser@b%41/p", 'parse "s3://u ser@b%41/p": invalid URL escape "%41"'),
+        ("s3://u ser@my-bucket/p%zz", 'parse "s3://u ser@my-bucket/p%zz": net/url: invalid userinfo'),
+        ("s3://u%zz@my-bucket/p", 'parse "s3://u%zz@my-bucket/p": invalid URL escape "%zz"'),
+        ("s3://[::1/p", "parse \"s3://[::1/p\": missing ']' in host"),
+        # the fragment last, quoted with it
+        ("s3://my-bucket/p#%zz", 'parse "s3://my-bucket/p#%zz": invalid URL escape "%zz"'),
+        # the container is the host unescaped
+        ("s3://my-b%C3%A9/p", "Conf container:my-bucket != Passed Container:my-b\u00e9. Dynamic loading is disabled: "
+         "not found"),
+        ("s3://my%25bucket/p", "Conf container:my-bucket != Passed Container:my%bucket. Dynamic loading is disabled: "
+         "not found"),
+    ],
+)  # fmt: skip
+def test_the_bucket_s_host_is_unescaped_and_checked_as_go_s_parse_host_does(location, error):
+    """net/url `parseHost` and `unescape(host, encodeHost)` (RFC 3986: a host %-encodes non-ASCII bytes only), in the
+    order `parse` and `parseAuthority` check a URL; `DataReference.Split` compares the unescaped host."""
+    assert PropellerStore(StoreKind.AS_NAMED, "my-bucket").container_error(location) == error
+    assert PropellerStore(StoreKind.AS_NAMED, "my-bé").container_error("s3://my-b%C3%A9/p") is None
+
+
 def test_on_a_succeeded_job_the_other_bucket_is_refused_first_at_the_futures_head():
     """flytepropeller `nodes/task/handler.go` `invokePlugin`: before `ValidateOutput`, the task handler HEADs
     `futures.pb` (`FutureFileReader.Exists`, flytestdlib `errors.Wrapf`); its failure is the round's error."""
