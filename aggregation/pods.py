@@ -183,7 +183,7 @@ class Pod:
         self.offset = timing.clock_offset  # this node's clock minus true time: every stamp it writes
         self.state = PodState.STARTING  # changed only by `_enter`, which keeps the group's count per state
         group.in_state[PodState.STARTING] += 1
-        self.restarts_left = timing.restarts  # torch elastic's remaining_restarts, this agent's own
+        self.restarts_left = timing.restarts  # torch elastic's remaining_restarts: the task's budget, spent per agent
         self.workers_started = 0.0  # when the current worker group started: the agent's monitor polls count from it
         self.worker_groups = 0  # how many worker groups it has started (a look belongs to one)
         self.waiting_since = 0.0  # when it joined the current rendezvous round: its reads of the store count from it

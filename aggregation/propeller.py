@@ -88,6 +88,12 @@ class PropellerConfig:
         return uint32(self.max_workflow_retries)
 
     @property
+    def rounds_never_abort(self) -> bool:
+        """Failing rounds never abort the workflow: FailedAttempts (a uint32) never exceeds a limit of uint32's
+        largest (`NEVER_ABORTS`)."""
+        return self.workflow_retry_limit == UINT32_MAX
+
+    @property
     def system_failure_limit(self) -> int:
         """`maxNodeRetriesForSystemFailures: uint32(nodeConfig.MaxNodeRetriesOnSystemFailures)` (`nodes/executor.go`
         `NewExecutor`): a negative setting wraps to billions."""
@@ -225,7 +231,7 @@ def node_decision(
     if outcome.phase is TaskPhase.ROUND_FAILED:
         # The same files fail every round: after max-workflow-retries failed rounds, HandleAbortedWorkflow.
         limit = config.workflow_retry_limit
-        if limit == UINT32_MAX:  # flytepropeller v1.16.8 `controller/handler.go`: FailedAttempts > uint32(-1) never
+        if config.rounds_never_abort:  # flytepropeller v1.16.8 `controller/handler.go`: never FailedAttempts > it
             return NodeDecision(
                 Decision.WAIT, message=f"every round fails alike, for ever: {NEVER_ABORTS}", next_state=state
             )

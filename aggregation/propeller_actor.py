@@ -243,7 +243,7 @@ class PropellerActor:
         kept_until = self.ttl.kept_until() if self.ttl is not None and self.job_found else None
         if kept_until is not None and kept_until < until:
             until = kept_until if kept_until > now else now  # a round that may not find the job runs on its own
-        if until == math.inf and limit == UINT32_MAX:
+        if until == math.inf and self.config.rounds_never_abort:
             self.retries_for_ever = condition  # no callback is left: the clock runs dry, nothing is decided
             self.log(Event(now, "propeller", What.ROUNDS_FAIL_FOR_EVER, reason=self.last_round_error or ""))
             return

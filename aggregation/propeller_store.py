@@ -70,7 +70,7 @@ class PropellerStore:
             return str(unparsable)
         if bucket == self.container.encode("utf-8", "surrogateescape"):
             return None
-        passed = bucket.decode("utf-8", "surrogateescape")
+        passed = bucket.decode("utf-8", "backslashreplace")  # Go prints the bytes; a byte that is no UTF-8 as \xNN
         return f"Conf container:{self.container} != Passed Container:{passed}. Dynamic loading is disabled: not found"
 
     def reaching(self, prefix: "OutputPrefix") -> "OutputPrefix":
@@ -188,15 +188,6 @@ def go_url_host(raw: str) -> bytes:
     return host
 
 
-def go_url_parse_error(raw: str) -> Optional[str]:
-    """Go's error text for `url.Parse(raw)`, or None when it parses."""
-    try:
-        go_url_host(raw)
-    except GoURLParseError as unparsable:
-        return str(unparsable)
-    return None
-
-
 def _go_parse(url: str) -> bytes:
     if _CONTROL.search(url):
         raise _Problem("net/url: invalid control character in URL")
@@ -228,7 +219,7 @@ def _go_parse(url: str) -> bytes:
 def _go_scheme(url: str) -> tuple[str, str]:
     """net/url `getScheme`: letters, then letters, digits, "+", "-" or ".", up to a ":"; else no scheme."""
     for index, char in enumerate(url):
-        if "a" <= char.lower() <= "z":
+        if "a" <= char <= "z" or "A" <= char <= "Z":  # ASCII only: Go reads bytes
             continue
         if char in "0123456789+-.":
             if index == 0:
@@ -244,7 +235,7 @@ def _go_scheme(url: str) -> tuple[str, str]:
 
 def _go_host(host: str) -> bytes:
     """net/url `parseHost`: the port after the last ":" (or after the "]" of a bracketed host) is digits; then the
-    host is unescaped in host mode."""
+    host is unescaped in host mode, a bracketed host's zone (from "%25" to the "]", RFC 6874) in zone mode."""
     if host.startswith("["):
         close = host.rfind("]")
         if close < 0:
@@ -254,13 +245,21 @@ def _go_host(host: str) -> bytes:
         port = host[host.rfind(":") :] if ":" in host else ""
     if port and not re.fullmatch(r":[0-9]*", port):  # validOptionalPort
         raise _Problem(f"invalid port {go_quote(port)} after host")
-    return _go_unescape(host, in_host=True)
+    zone = host.find("%25", 0, close) if host.startswith("[") else -1
+    if zone < 0:
+        return _go_unescape(host, in_host=True)
+    return (
+        _go_unescape(host[:zone], in_host=True)
+        + _go_unescape(host[zone:close], in_host=True, zone=True)
+        + _go_unescape(host[close:], in_host=True)
+    )
 
 
-def _go_unescape(text: str, in_host: bool = False) -> bytes:
+def _go_unescape(text: str, in_host: bool = False, zone: bool = False) -> bytes:
     """net/url `unescape`: each "%" starts two hex digits, else `invalid URL escape` of the next three bytes. In a
-    host (`in_host`) an escape may only stand for a byte >= 0x80 (or be "%25"), and an ASCII byte a host does not
-    allow is an `invalid character ... in host name`."""
+    host (`in_host`) an escape may only stand for a byte >= 0x80 (or be "%25"), in a zone only for a byte a host may
+    hold as it is, a space or "%"; and an ASCII byte a host does not allow is an `invalid character ... in host
+    name`."""
     data = text.encode("utf-8", "surrogateescape")
     if b"%" not in data and (not in_host or all(b >= 0x80 or b in _HOST_ASCII for b in data)):
         return data  # the usual host or path: nothing to unescape
@@ -271,7 +270,10 @@ def _go_unescape(text: str, in_host: bool = False) -> bytes:
         if byte == 0x25:
             escape = data[index : index + 3]
             wrong = len(escape) < 3 or escape[1] not in _HEX or escape[2] not in _HEX
-            if wrong or (in_host and int(chr(escape[1]), 16) < 8 and escape != b"%25"):
+            if not wrong and in_host and escape != b"%25":
+                value = int(escape[1:], 16)
+                wrong = value not in _HOST_ASCII and value != 0x20 if zone else value < 0x80
+            if wrong:
                 raise _Problem(f"invalid URL escape {go_quote(escape.decode('utf-8', 'surrogateescape'))}")
             out.append(int(escape[1:], 16))
             index += 3

@@ -59,7 +59,7 @@ class PodTiming:
     peer_failure_after: float = defaults.PEER_FAILURE_SECONDS  # a peer's death -> this pod's worker fails
     peer_failure_recoverable: bool = False
     join_timeout: float = defaults.JOIN_TIMEOUT_SECONDS
-    restarts: int = 0  # worker-group restarts this pod's agent has left (job.max_restarts; >= 1 if it waits)
+    restarts: int = 0  # the task's worker-group restarts, the same for every pod (job.max_restarts; >= 1 if they wait)
     clock_offset: float = 0.0  # this node's clock minus true time: shifts the stamps it writes, not its actions
     exit: float = defaults.EXIT_SECONDS  # the entrypoint is done -> the pod's process has exited
     monitor_interval: float = defaults.MONITOR_INTERVAL_SECONDS  # the job's: the agent looks at its workers this often

@@ -76,7 +76,7 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Wo
                 _check_before_training(spec, index, event)
     _check_simulated(spec)
     method = start_method or ("fork" if spec.fork else "spawn")
-    return Workload(spec.plugin.value, method, str(len(spec.pods)), nproc)  # restarts: per pod (RealPods)
+    return Workload(spec.plugin.value, method, str(len(spec.pods)), nproc)  # restarts: the task's (RealPods)
 
 
 def _seconds(value: float) -> str:

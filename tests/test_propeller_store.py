@@ -24,7 +24,7 @@ from aggregation.propeller_store import (
     StoreKind,
     StoreNamingUnknown,
     go_quote,
-    go_url_parse_error,
+    go_url_host,
 )
 from aggregation.readers import DEFAULT, EARLIEST, RULE_FUTURES_HEAD_FAILED, RULE_ROUND_ERROR, reader_for
 from aggregation.storage import MemoryPrefix
@@ -211,8 +211,9 @@ def test_go_quote_matches_go_s_strconv_quote_on_ascii(text):
 
 
 def test_go_url_parse_accepts_what_go_accepts():
-    assert go_url_parse_error("https://h/b/k%41?q=%zz") is None  # the query is not unescaped by Parse
-    assert go_url_parse_error("https://h/b/k#frag\x01") is None  # nor is the fragment checked for control bytes
+    assert go_url_host("https://h/b/k%41?q=%zz") == b"h"  # the query is not unescaped by Parse
+    assert go_url_host("https://h/b/k#frag\x01") == b"h"  # nor is the fragment checked for control bytes
+    assert go_url_host("s3:///p") == b"" and go_url_host("s3:opaque/p") == b""
 
 
 # --- the names in messages (List's names: s3:// and gs:// escaped) -----------------------------------------------
@@ -323,6 +324,12 @@ def test_the_bucket_is_read_from_the_url_as_go_s_url_parse_reads_the_host():
         ("s3://u ser@my-bucket/p%zz", 'parse "s3://u ser@my-bucket/p%zz": net/url: invalid userinfo'),
         ("s3://u%zz@my-bucket/p", 'parse "s3://u%zz@my-bucket/p": invalid URL escape "%zz"'),
         ("s3://[::1/p", "parse \"s3://[::1/p\": missing ']' in host"),
+        # a zone (RFC 6874, from "%25") may escape a byte a host holds as it is, or a space; not a non-ASCII one
+        ("s3://[fe80::1%25%65n%200]/p", "Conf container:my-bucket != Passed Container:[fe80::1%en 0]. Dynamic "
+         "loading is disabled: not found"),
+        ("s3://[fe80::1%25en%C3]/p", 'parse "s3://[fe80::1%25en%C3]/p": invalid URL escape "%C3"'),
+        # a scheme is ASCII letters: the Kelvin sign is no "k" (Go reads bytes), so this has no scheme
+        ("s\u212a://my-bucket/p", 'parse "s\u212a://my-bucket/p": first path segment in URL cannot contain colon'),
         # the fragment last, quoted with it
         ("s3://my-bucket/p#%zz", 'parse "s3://my-bucket/p#%zz": invalid URL escape "%zz"'),
         # the container is the host unescaped
@@ -336,7 +343,13 @@ def test_the_bucket_s_host_is_unescaped_and_checked_as_go_s_parse_host_does(loca
     """net/url `parseHost` and `unescape(host, encodeHost)` (RFC 3986: a host %-encodes non-ASCII bytes only), in the
     order `parse` and `parseAuthority` check a URL; `DataReference.Split` compares the unescaped host."""
     assert PropellerStore(StoreKind.AS_NAMED, "my-bucket").container_error(location) == error
+
+
+def test_an_escaped_host_is_compared_unescaped_and_shown_as_go_prints_its_bytes():
     assert PropellerStore(StoreKind.AS_NAMED, "my-bé").container_error("s3://my-b%C3%A9/p") is None
+    shown = PropellerStore(StoreKind.AS_NAMED, "my-bucket").container_error("s3://my%C3/p")
+    assert "Passed Container:my\\xc3." in shown
+    shown.encode("utf-8")  # printable and storable: no lone surrogate
 
 
 def test_on_a_succeeded_job_the_other_bucket_is_refused_first_at_the_futures_head():

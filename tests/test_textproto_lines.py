@@ -42,6 +42,10 @@ def test_every_written_field_is_found_on_its_own_line(message: pb.Scenario, shuf
     for path, line in lines.items():
         name = path.rsplit(".", 1)[-1].split("[", 1)[0]
         assert name in written[line - 1], (path, line, written[line - 1])
+    # each field on a line of its own, in the order written: entries of a repeated field are not swapped
+    assert len(set(lines.values())) == len(lines)
+    if not shuffled:
+        assert sorted(lines, key=lines.__getitem__) == _set_paths(message)
 
 
 SCENARIO = """\
