@@ -59,7 +59,7 @@ class PodTiming:
     peer_failure_after: float = defaults.PEER_FAILURE_SECONDS  # a peer's death -> this pod's worker fails
     peer_failure_recoverable: bool = False
     join_timeout: float = defaults.JOIN_TIMEOUT_SECONDS
-    restarts: int = 0  # the task's worker-group restarts, the same for every pod (job.max_restarts; >= 1 if they wait)
+    restarts: int = 0  # the task's worker-group restarts, the same for every pod (job.max_restarts)
     clock_offset: float = 0.0  # this node's clock minus true time: shifts the stamps it writes, not its actions
     exit: float = defaults.EXIT_SECONDS  # the entrypoint is done -> the pod's process has exited
     monitor_interval: float = defaults.MONITOR_INTERVAL_SECONDS  # the job's: the agent looks at its workers this often
@@ -200,12 +200,6 @@ def _timing(base: PodTiming, message: pb.PodTimings) -> PodTiming:
             reaction.fail.after_seconds if reaction.fail.HasField("after_seconds") else defaults.PEER_FAILURE_SECONDS
         )
         values["peer_failure_recoverable"] = reaction.fail.recoverable
-    elif which == "wait_in_rendezvous":
-        # an agent with restarts left: its workers fail from the peer's death like any others, and at its next look
-        # it restarts them through a new rendezvous round (`Pod._on_child_failed`), where it waits for the lost peer
-        values["restarts"] = max(base.restarts, 1)
-        wait = reaction.wait_in_rendezvous
-        values["join_timeout"] = wait.timeout_seconds if wait.HasField("timeout_seconds") else base.join_timeout
     return replace(base, **values)
 
 
@@ -462,6 +456,15 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         (f"pod_timings[{index}].timings", override.timings) for index, override in enumerate(message.pod_timings)
     ]
     for block, written in timings_blocks:
+        if written.on_peer_death.HasField("wait_in_rendezvous"):
+            # flytekitplugins-kfpytorch `PytorchElasticFunctionTask._execute` builds one LaunchConfig (max_restarts,
+            # rdzv_configs' join_timeout) for every pod of the task: the job's two fields say it, once
+            raise where.error(
+                f"{block}.on_peer_death.wait_in_rendezvous",
+                "retired: restarts and the join timeout are the task's (kfpytorch gives every pod one LaunchConfig): "
+                "set job.max_restarts (at least 1: a failed worker group restarts through a new rendezvous round, "
+                "where its agent waits for the lost peer) and job.join_timeout_seconds",
+            )
         shutdown = written.agent_shutdown_seconds
         if shutdown > defaults.TORCH_SHUTDOWN_TIMEOUT_SECONDS:
             raise where.error(
@@ -539,15 +542,6 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
                 "put them in one entry)",
             )
         overridden[override.pod] = index
-        if override.timings.on_peer_death.WhichOneof("reaction") == "wait_in_rendezvous":
-            # flytekitplugins-kfpytorch `PytorchElasticFunctionTask._execute` builds one LaunchConfig (max_restarts,
-            # rdzv_configs' join_timeout) for every pod of the task: no pod has restarts or a join timeout of its own
-            raise where.error(
-                f"pod_timings[{index}].timings.on_peer_death.wait_in_rendezvous",
-                "restarts and the join timeout are the task's, not one pod's (kfpytorch gives every pod one "
-                "LaunchConfig): set it under `timings`, for every pod, or use job.max_restarts and "
-                "job.join_timeout_seconds",
-            )
         timings[override.pod] = _timing(base, override.timings)
 
     attempts, map_orders = [], []

@@ -43,8 +43,7 @@ def _seconds(low: float, high: float) -> st.SearchStrategy[float]:
 
 
 @st.composite
-def _timings(draw, playable: bool, monitor_interval: float, every_pod: bool) -> pb.PodTimings:
-    """Timings for every pod, or one pod's own (`every_pod` False: no restarts, which are the task's)."""
+def _timings(draw, playable: bool, monitor_interval: float) -> pb.PodTimings:
     timings = pb.PodTimings()
     if draw(st.booleans()):
         timings.agent_shutdown_seconds = draw(_seconds(0.01, 0.4 if playable else 8.0))
@@ -61,12 +60,9 @@ def _timings(draw, playable: bool, monitor_interval: float, every_pod: bool) -> 
             timings.first_monitor_poll_seconds = draw(_seconds(0.001, monitor_interval))
         if draw(st.booleans()):
             timings.rendezvous_seconds = draw(_seconds(0.5, 5.0))
-        reaction = draw(st.sampled_from(["default", "fail", "wait"] if every_pod else ["default", "fail"]))
-        if reaction == "fail":
+        if draw(st.booleans()):  # else the default reaction (the task's restarts are job.max_restarts)
             timings.on_peer_death.fail.after_seconds = draw(_seconds(0.01, 1.0))
             timings.on_peer_death.fail.recoverable = draw(st.booleans())
-        elif reaction == "wait":
-            timings.on_peer_death.wait_in_rendezvous.timeout_seconds = draw(_seconds(5.0, 60.0))
     return timings
 
 
@@ -168,10 +164,10 @@ def scenarios(
     if draw(st.booleans()):
         propeller.max_node_retries_system_failures = draw(st.integers(0, 3))
 
-    message.timings.CopyFrom(draw(_timings(playable, interval, every_pod=True)))
+    message.timings.CopyFrom(draw(_timings(playable, interval)))
     for pod in draw(st.lists(st.sampled_from(pods), unique=True, max_size=len(pods))):
         override = message.pod_timings.add(pod=pod)
-        override.timings.CopyFrom(draw(_timings(playable, interval, every_pod=False)))
+        override.timings.CopyFrom(draw(_timings(playable, interval)))
         if draw(st.booleans()):
             override.timings.clock_offset_seconds = draw(_seconds(-0.25, 0.25))
 

@@ -1268,24 +1268,28 @@ def test_a_pod_s_timings_are_set_in_one_pod_timings_entry():
     assert (spec.timings["b"].upload, spec.timings["b"].exit) == (5, 0.7)
 
 
-def test_restarts_and_the_join_timeout_are_the_task_s_so_one_pod_cannot_have_its_own():
+def test_restarts_and_the_join_timeout_are_the_task_s_set_once_in_the_job():
     """flytekitplugins-kfpytorch `PytorchElasticFunctionTask._execute` builds one `LaunchConfig` (max_restarts,
-    rdzv_configs' join_timeout) for every pod of the task: a pod's own `wait_in_rendezvous`, which gave it restarts
-    and a join timeout its peers lacked, is a one-line error on its own line; under `timings` it is every pod's."""
+    rdzv_configs' join_timeout) for every pod of the task. The retired `on_peer_death.wait_in_rendezvous` said it a
+    second time (and a pod's own gave it restarts its peers lacked): a one-line error on its own line, pointing to
+    the job's fields, which give every pod the same budget."""
     text = (
-        'plugin: RECOVERABLE job { pods: "a" pods: "b" }\n'
-        "timings { on_peer_death { wait_in_rendezvous { timeout_seconds: 30 } } }\n"
+        'plugin: RECOVERABLE job { pods: "a" pods: "b" max_restarts: 1 join_timeout_seconds: 30 }\n'
         'pod_timings { pod: "a" timings { exit_seconds: 0.7 } }\n'
         'pod_timings { pod: "b" timings {\n  on_peer_death { wait_in_rendezvous {} } } }\n'
     )
     with pytest.raises(ScenarioError) as raised:
         parse_scenario(text, "t.textproto")
     assert str(raised.value).startswith(
-        "t.textproto:5: pod_timings[1].timings.on_peer_death.wait_in_rendezvous: restarts and the join timeout are "
-        "the task's, not one pod's"
+        "t.textproto:4: pod_timings[1].timings.on_peer_death.wait_in_rendezvous: retired: restarts and the join "
+        "timeout are the task's"
     )
-    every_pod = parse_scenario(text.rsplit("pod_timings", 1)[0], "t.textproto")
-    assert {(t.restarts, t.join_timeout) for t in every_pod.timings.values()} == {(1, 30)}
+    assert "job.max_restarts" in str(raised.value) and "job.join_timeout_seconds" in str(raised.value)
+    every_pod = text.split("\n")[0] + "\ntimings { on_peer_death { wait_in_rendezvous { timeout_seconds: 30 } } }"
+    with pytest.raises(ScenarioError, match=r"^t.textproto:2: timings.on_peer_death.wait_in_rendezvous: retired"):
+        parse_scenario(every_pod, "t.textproto")
+    spec = parse_scenario(text.rsplit("pod_timings", 1)[0], "t.textproto")
+    assert {(t.restarts, t.join_timeout) for t in spec.timings.values()} == {(1, 30)}
 
 
 def test_an_error_in_the_last_of_many_events_names_its_own_line():
