@@ -62,6 +62,7 @@ def jittered(spec: ScenarioSpec, rng: random.Random, load: float = 1.0, fastest:
         return _moved(value * pace, rng, max(JITTER_SECONDS, PHASE_SPREAD * value))
 
     timings = {}
+    interval = spec.launch.monitor_interval
     for pod, timing in spec.timings.items():
         timings[pod] = replace(
             timing,
@@ -73,7 +74,7 @@ def jittered(spec: ScenarioSpec, rng: random.Random, load: float = 1.0, fastest:
             finished_worker_exit=phase(timing.finished_worker_exit),
             peer_failure_after=phase(timing.peer_failure_after),
             # the real runner does not place the agents' monitor polls: their phase is anywhere in an interval
-            first_poll=rng.uniform(0.0, timing.monitor_interval) or timing.monitor_interval,
+            first_poll=rng.uniform(0.0, interval) or interval,
         )
     attempts = []
     for events in spec.attempts:

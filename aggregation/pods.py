@@ -36,7 +36,7 @@ from aggregation.nanoseconds import (
 from aggregation.plugin_variants import PodPlugin, plugin_for
 from aggregation.readers import parse_document
 from aggregation.replica_env import error_file_name, job_environments, reported_worker
-from aggregation.scenario import PodTiming, ScenarioSpec
+from aggregation.scenario import ElasticLaunch, PodTiming, ScenarioSpec
 from aggregation.storage import MemoryPrefix
 from aggregation.symbolic import stamp_ns
 from aggregation.timeline import Event, What
@@ -161,6 +161,7 @@ class Pod:
         name: str,
         rank0: bool,
         timing: PodTiming,
+        launch: ElasticLaunch,
         plugin: PodPlugin,
         fork: bool,
         grace: float,
@@ -172,6 +173,7 @@ class Pod:
         self.name = name
         self.rank0 = rank0
         self.timing = timing
+        self.launch = launch
         self.plugin = plugin
         self.fork = fork
         self.grace = grace
@@ -183,7 +185,7 @@ class Pod:
         self.offset = timing.clock_offset  # this node's clock minus true time: every stamp it writes
         self.state = PodState.STARTING  # changed only by `_enter`, which keeps the group's count per state
         group.in_state[PodState.STARTING] += 1
-        self.restarts_left = timing.restarts  # torch elastic's remaining_restarts: the task's budget, spent per agent
+        self.restarts_left = launch.max_restarts  # torch elastic's remaining_restarts: the task's, spent per agent
         self.workers_started = 0.0  # when the current worker group started: the agent's monitor polls count from it
         self.worker_groups = 0  # how many worker groups it has started (a look belongs to one)
         self.waiting_since = 0.0  # when it joined the current rendezvous round: its reads of the store count from it
@@ -258,8 +260,10 @@ class Pod:
     def _next_poll(self, visible: float) -> float:
         """The agent's first look at its workers at or after `visible`: torch `_invoke_run` sleeps one monitor
         interval, looks, and repeats, from the moment it started the worker group."""
-        first = on_the_clock(self.workers_started + self.timing.first_poll_after_start())
-        return _tick_at_or_after(first, self.timing.monitor_interval, visible)
+        interval = self.launch.monitor_interval
+        first_poll = interval if self.timing.first_poll is None else self.timing.first_poll
+        first = on_the_clock(self.workers_started + first_poll)
+        return _tick_at_or_after(first, interval, visible)
 
     def _joined_first_round(self) -> None:
         """Its agent is up and has joined the first round (`rendezvous_seconds`); the round completes when the last
@@ -447,7 +451,7 @@ class Pod:
         self._change_course(PodState.WAITING)
         self.waiting_since = self.clock.now if joined_at is None else joined_at
         self._log(What.WAITS_IN_RENDEZVOUS, reason=why)
-        deadline = on_the_clock(self.waiting_since + self.timing.join_timeout)
+        deadline = on_the_clock(self.waiting_since + self.launch.join_timeout)
         self.deadline_read = _tick_at_or_after(self.waiting_since, defaults.RENDEZVOUS_POLL_SECONDS, deadline)
         self._later(max(self.deadline_read - self.clock.now, 0.0), self.read_rendezvous_state)
         self.group.joined(self)
@@ -665,6 +669,7 @@ class SimulatedPods:
                 name,
                 rank0=index == 0,
                 timing=spec.timings[name],
+                launch=spec.launch,
                 plugin=plugin,
                 fork=spec.fork,
                 grace=spec.grace,

@@ -51,6 +51,16 @@ class ModelRefusal(ScenarioError):
 
 
 @dataclass(frozen=True)
+class ElasticLaunch:
+    """The task's torch elastic settings, one for every pod: flytekitplugins-kfpytorch
+    `PytorchElasticFunctionTask._execute` builds one `LaunchConfig` from the task's `Elastic`."""
+
+    max_restarts: int = 0  # worker-group restarts, spent by each agent on its own (torch's `remaining_restarts`)
+    join_timeout: float = defaults.JOIN_TIMEOUT_SECONDS  # rdzv_configs' join_timeout: a round's wait for its nodes
+    monitor_interval: float = defaults.MONITOR_INTERVAL_SECONDS  # the agent looks at its workers this often
+
+
+@dataclass(frozen=True)
 class PodTiming:
     rendezvous: float = defaults.RENDEZVOUS_SECONDS
     shutdown: float = defaults.SHUTDOWN_SECONDS
@@ -58,17 +68,11 @@ class PodTiming:
     detection: float = defaults.DETECTION_SECONDS
     peer_failure_after: float = defaults.PEER_FAILURE_SECONDS  # a peer's death -> this pod's worker fails
     peer_failure_recoverable: bool = False
-    join_timeout: float = defaults.JOIN_TIMEOUT_SECONDS
-    restarts: int = 0  # the task's worker-group restarts, the same for every pod (job.max_restarts)
     clock_offset: float = 0.0  # this node's clock minus true time: shifts the stamps it writes, not its actions
     exit: float = defaults.EXIT_SECONDS  # the entrypoint is done -> the pod's process has exited
-    monitor_interval: float = defaults.MONITOR_INTERVAL_SECONDS  # the job's: the agent looks at its workers this often
     failed_worker_exit: float = defaults.FAILED_WORKER_EXIT_SECONDS["spawn"]  # a worker raised -> its process is gone
     finished_worker_exit: float = defaults.FINISHED_WORKER_EXIT_SECONDS["spawn"]  # all returned -> processes gone
     first_poll: Optional[float] = None  # workers started -> the agent's first look (None: one monitor interval)
-
-    def first_poll_after_start(self) -> float:
-        return self.monitor_interval if self.first_poll is None else self.first_poll
 
 
 EVENT_KINDS = ("preemption", "worker_error", "completion", "checkpoint", "storage_outage", "truncated_upload")
@@ -119,6 +123,7 @@ class ScenarioSpec:
     active_deadline: Optional[int] = None  # RunPolicy.ActiveDeadlineSeconds, None when Flyte leaves it unset
     ttl_after_finished: Optional[int] = None  # RunPolicy.TTLSecondsAfterFinished, None when Flyte leaves it unset
     namespace: str = defaults.NAMESPACE
+    launch: ElasticLaunch = ElasticLaunch()
     timings: dict[str, PodTiming] = field(default_factory=dict)
     attempts: tuple[tuple[SimEvent, ...], ...] = ()
     #: per listed attempt, Go's map order in the operator's `UpdateJobStatus` (None: unset, the moment it decides is
@@ -519,9 +524,6 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
     start_method = "fork" if job.start_method == pb.FORK else "spawn"
     base = _timing(
         PodTiming(
-            join_timeout=join_timeout,
-            restarts=job.max_restarts,
-            monitor_interval=interval,
             failed_worker_exit=defaults.FAILED_WORKER_EXIT_SECONDS[start_method],
             finished_worker_exit=defaults.FINISHED_WORKER_EXIT_SECONDS[start_method],
         ),
@@ -621,6 +623,7 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         round_retry=propeller.round_retry_seconds
         if propeller.HasField("round_retry_seconds")
         else defaults.ROUND_RETRY_SECONDS,
+        launch=ElasticLaunch(job.max_restarts, join_timeout, interval),
         timings=timings,
         attempts=tuple(attempts),
         map_orders=tuple(map_orders),

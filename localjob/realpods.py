@@ -191,16 +191,16 @@ class RealPods:
             directory.mkdir(parents=True, exist_ok=True)
         self._write_commands()
         port = free_port()
+        # the task's elastic settings: one LaunchConfig for every pod (kfpytorch `PytorchElasticFunctionTask._execute`)
+        workload = replace(
+            self.workload,
+            max_restarts=spec.launch.max_restarts,
+            join_timeout=spec.launch.join_timeout,
+            monitor_interval=spec.launch.monitor_interval,
+        )
         for pod in spec.pods:
             timing = spec.timings[pod]
             shutdown = timing.shutdown
-            # restarts and join timeout are the task's (one LaunchConfig for every pod): the same in every pod's timing
-            workload = replace(
-                self.workload,
-                max_restarts=timing.restarts,
-                join_timeout=timing.join_timeout,
-                monitor_interval=timing.monitor_interval,
-            )
             pod_spec = PodSpec(
                 name=pod,
                 task_args=tuple(workload.loader_args()),

@@ -1289,7 +1289,8 @@ def test_restarts_and_the_join_timeout_are_the_task_s_set_once_in_the_job():
     with pytest.raises(ScenarioError, match=r"^t.textproto:2: timings.on_peer_death.wait_in_rendezvous: retired"):
         parse_scenario(every_pod, "t.textproto")
     spec = parse_scenario(text.rsplit("pod_timings", 1)[0], "t.textproto")
-    assert {(t.restarts, t.join_timeout) for t in spec.timings.values()} == {(1, 30)}
+    assert (spec.launch.max_restarts, spec.launch.join_timeout) == (1, 30)  # the task's, read by every pod
+    assert spec.launch.monitor_interval == defaults.MONITOR_INTERVAL_SECONDS  # flytekit's Elastic default, 5 s
 
 
 def test_an_error_in_the_last_of_many_events_names_its_own_line():
