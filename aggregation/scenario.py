@@ -623,7 +623,7 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         round_retry=propeller.round_retry_seconds
         if propeller.HasField("round_retry_seconds")
         else defaults.ROUND_RETRY_SECONDS,
-        launch=ElasticLaunch(job.max_restarts, join_timeout, interval),
+        launch=ElasticLaunch(max_restarts=job.max_restarts, join_timeout=join_timeout, monitor_interval=interval),
         timings=timings,
         attempts=tuple(attempts),
         map_orders=tuple(map_orders),
