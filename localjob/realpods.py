@@ -19,7 +19,6 @@ import socket
 import threading
 import time
 from contextlib import ExitStack
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -191,19 +190,12 @@ class RealPods:
             directory.mkdir(parents=True, exist_ok=True)
         self._write_commands()
         port = free_port()
-        # the task's elastic settings: one LaunchConfig for every pod (kfpytorch `PytorchElasticFunctionTask._execute`)
-        workload = replace(
-            self.workload,
-            max_restarts=spec.launch.max_restarts,
-            join_timeout=spec.launch.join_timeout,
-            monitor_interval=spec.launch.monitor_interval,
-        )
         for pod in spec.pods:
             timing = spec.timings[pod]
             shutdown = timing.shutdown
             pod_spec = PodSpec(
                 name=pod,
-                task_args=tuple(workload.loader_args()),
+                task_args=tuple(self.workload.loader_args()),
                 output_prefix=self.prefix,
                 error_aggregation=spec.error_aggregation,
                 master=is_master(spec.elastic, spec.pods.index(pod)),

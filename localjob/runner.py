@@ -76,7 +76,16 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Wo
                 _check_before_training(spec, index, event)
     _check_simulated(spec)
     method = start_method or ("fork" if spec.fork else "spawn")
-    return Workload(spec.plugin.value, method, str(len(spec.pods)), nproc)  # restarts: the task's (RealPods)
+    launch = spec.launch  # the task's: one LaunchConfig for every pod (kfpytorch `PytorchElasticFunctionTask._execute`)
+    return Workload(
+        spec.plugin.value,
+        method,
+        str(len(spec.pods)),
+        nproc,
+        max_restarts=launch.max_restarts,
+        join_timeout=launch.join_timeout,
+        monitor_interval=launch.monitor_interval,
+    )
 
 
 def _seconds(value: float) -> str:

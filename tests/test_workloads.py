@@ -49,6 +49,19 @@ def test_every_job_shape_up_to_8_pods_of_4_workers_is_built_in_the_pod(tmp_path,
     assert config.max_restarts == 0
 
 
+def test_the_task_s_elastic_settings_reach_the_pod_s_task(tmp_path):
+    """flytekitplugins-kfpytorch `PytorchElasticFunctionTask._execute` builds one `LaunchConfig` for every pod from
+    the task's `Elastic`: the job's max_restarts, join timeout and monitor interval are in the task each real pod
+    rebuilds from its command line."""
+    from localjob.runner import check_playable
+    from localjob.workloads import resolver
+
+    job = 'pods: "a" pods: "b" max_restarts: 2 join_timeout_seconds: 30 monitor_interval_seconds: 0.5'
+    workload = check_playable(spec_of(tmp_path, f"plugin: RECOVERABLE job {{ {job} }}"))
+    config = resolver.load_task(workload.loader_args()).task_config
+    assert (config.max_restarts, config.rdzv_configs["join_timeout"], config.monitor_interval) == (2, 30, 0.5)
+
+
 @pytest.mark.parametrize(
     "job, field",
     [
