@@ -1,7 +1,7 @@
-"""A counterexample's condition as people read it: linear bounds on the varied fields, no floors, no nanoseconds.
+"""A counterexample's condition as people read it: linear bounds on the varied fields, no floors, no roundings.
 
 The prover records a path's condition over the fields and integer parts (torch's whole-second stamps, the
-agent's monitor polls, nanosecond stamps): exact, and unreadable. Here each integer part is fixed to each value
+agent's monitor polls, sub-second stamps): exact, and unreadable. Here each integer part is fixed to each value
 it takes on the path (`aggregation.pieces`), so the condition becomes a union of pieces, each a conjunction of
 linear bounds on the fields; a bound the box and the others imply is dropped (z3 over the reals), bounds on one
 expression become one range (`30.95 <= signal + shutdown < 31`), and pieces that differ only in one range that
@@ -9,8 +9,8 @@ they continue are joined (a floor's consecutive values are one interval), and pi
 a constant in some ranges (the agent's next monitor poll, 5 s later; torch's next whole second) read as one
 family, `for n = 0 or 5: ... > 32 + n`, checked with z3 to be the same set as its pieces; families that are each
 other moved by a second constant in other ranges join, `for (n, m) = (0, 0), (1, 0) or (0, 5): ... + n + m`.
-Where a nanosecond stamp was relaxed, the text says the bounds are exact to a nanosecond. A path split into too
-many pieces keeps the prover's exact form (`prove.minimal_condition`).
+Where a sub-second stamp was relaxed, the text says how exact the bounds are (`pieces.relaxation`: 256 ns per
+stamp compared). A path split into too many pieces keeps the prover's exact form (`prove.minimal_condition`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional, Sequence
 
-from aggregation.pieces import Row, TooManyPieces, path_pieces
+from aggregation.pieces import Row, TooManyPieces, path_pieces, within_text
 from aggregation.prove import (
     SIMPLIFYING_CHECK_MS,
     Interval,
@@ -411,9 +411,10 @@ def _family_text(family: Family) -> str:
 
 def condition_pieces(
     path: PathResult, intervals: Sequence[Interval], deadline: Optional[float] = None
-) -> "tuple[list[dict], bool] | None":
+) -> "tuple[list[dict], Optional[Fraction]] | None":
     """The path's condition as pieces (alternatives), each a dict expression -> (low, low strict, high, high
-    strict) of ranges that must all hold, the witness's piece first; and whether a nanosecond stamp was relaxed.
+    strict) of ranges that must all hold, the witness's piece first; and how far a bound may be off where a
+    sub-second stamp was relaxed (`pieces.relaxation`; None: exact).
     None when the path has too many pieces to list (`TooManyPieces`)."""
     order = {interval.field: index for index, interval in enumerate(intervals)}
     solver = Solver(intervals, SIMPLIFYING_CHECK_MS, deadline)
@@ -488,8 +489,8 @@ def readable_condition(
         lines.append(_family_text(family) + line)
     if len(grouped) > SHOWN_PIECES:
         lines.append(f"({len(grouped) - SHOWN_PIECES:,} more lines: --json has the exact condition)")
-    if relaxed:
-        lines.append("(bounds through nanosecond stamps exact to a nanosecond)")
+    if relaxed is not None:
+        lines.append(f"(bounds through sub-second stamps exact to {within_text(relaxed)})")
     return tuple(lines[:1] + [f"or {line}" if not line.startswith("(") else line for line in lines[1:]])
 
 

@@ -1,11 +1,12 @@
 """A path's condition as linear pieces over the varied fields alone: what the map clips and what people read.
 
 A path's condition is a conjunction of linear constraints over the fields and integer atoms (floors and
-round-half-even of linear terms: torch's whole-second stamps, the agent's monitor polls, nanosecond stamps).
+round-half-even of linear terms: torch's whole-second stamps, the agent's monitor polls, sub-second stamps).
 Fixing each coarse atom to one integer it takes on the path makes every constraint, and the atom's own
 definition (k <= t < k+1 for floor(t) = k), linear in the fields: one convex piece per assignment. Fine atoms
-(more than `COARSE` values across the box, i.e. nanosecond stamps) are relaxed to the reals and projected out
-(Fourier-Motzkin), which moves a boundary through them by at most one of their units (a nanosecond).
+(more than `COARSE` values across the box, i.e. sub-second stamps, whose floats step by 256 ns: `stamps`) are
+relaxed to the reals and projected out (Fourier-Motzkin), which moves a boundary through them by at most one of
+their units each (`relaxation`: 256 ns for a stamp against a whole second, 512 ns for two stamps compared).
 
 A row is `(coefficients, constant, strict)`: sum(coefficient * variable) + constant < 0 (strict) or <= 0.
 """
@@ -13,7 +14,7 @@ A row is `(coefficients, constant, strict)`: sum(coefficient * variable) + const
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 from aggregation.symbolic import Constraint, Path, TermKey, atoms_in
 
@@ -128,11 +129,45 @@ def atom_values(solver: "Solver", constraints: Sequence[Constraint], atoms: Sequ
         solver.solver.pop()
 
 
+def relaxation(constraints: Sequence[Constraint], fine: Sequence) -> Optional[Fraction]:
+    """How far (in the fields' units, seconds) a boundary through the relaxed integer parts `fine` may lie from the
+    true one; None when no constraint has one. Each relaxed part may be off by up to one of its units, so a
+    constraint's boundary may move by the sum of its relaxed parts' coefficients (two stamps compared: two steps of
+    256 ns), divided by how steeply the constraint moves with the field it moves least with. A relaxed part's own
+    term is taken to be linear in the fields (a stamp's reading)."""
+    relaxed = set(fine)
+    furthest = None
+    for (items, _), _relation in constraints:
+        band = sum((abs(c) for atom, c in items if atom in relaxed), Fraction(0))
+        if not band:
+            continue
+        slope: dict = {}
+        for atom, c in items:
+            if atom[0] == "var":
+                slope[atom[1]] = slope.get(atom[1], Fraction(0)) + c
+            elif atom in relaxed:
+                for inner, d in atom[1][0]:
+                    if inner[0] == "var":
+                        slope[inner[1]] = slope.get(inner[1], Fraction(0)) + c * d
+        steepness = [abs(s) for s in slope.values() if s]
+        if steepness:  # else the constraint does not move with the fields: no boundary runs through the box
+            unit = band / min(steepness)
+            furthest = unit if furthest is None or unit > furthest else furthest
+    return furthest
+
+
+def within_text(unit: Fraction) -> str:
+    """A relaxation for people: 256 ns, 1 s."""
+    if unit < Fraction(1, 10**6):
+        return f"{float(unit * 10**9):g} ns"
+    return f"{float(unit):g} s"
+
+
 def path_pieces(
     constraints: Sequence[Constraint], bounds: Mapping[str, tuple[Fraction, Fraction]], solver: "Solver"
-) -> tuple[list[list[Row]], bool]:
-    """The path's convex pieces, each a list of rows over the fields (`bounds`: each field's range), and whether
-    a fine atom was relaxed (the pieces are then exact to one of its units, a nanosecond)."""
+) -> tuple[list[list[Row]], Optional[Fraction]]:
+    """The path's convex pieces, each a list of rows over the fields (`bounds`: each field's range), and how far
+    a boundary may be off where a fine atom was relaxed (`relaxation`; None: the pieces are exact)."""
     found: dict = {}
     for key, _ in constraints:
         atoms_in(key, found)
@@ -149,7 +184,7 @@ def path_pieces(
         for atom in reversed(fine):  # outer atoms first: each elimination keeps the rest linear
             rows = _eliminate(rows, atom)
         pieces.append(rows)
-    return pieces, bool(fine)
+    return pieces, relaxation(constraints, fine) if fine else None
 
 
-__all__ = ["COARSE", "MAX_PIECES", "Row", "TooManyPieces", "atom_values", "path_pieces"]
+__all__ = ["COARSE", "MAX_PIECES", "Row", "TooManyPieces", "atom_values", "path_pieces", "relaxation", "within_text"]

@@ -14,11 +14,11 @@ Sources: flytekitplugins-kfpytorch 1.16 `task.py` `_execute` (upstream), torch e
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 from aggregation import defaults
 from aggregation.kinds import PluginVariant
+from aggregation.symbolic import whole_second
 
 
 class PodPlugin:
@@ -34,8 +34,8 @@ class PodPlugin:
     sibling_poll = defaults.SIBLING_POLL_SECONDS
 
     def worker_failure_stamp(self, failed_at: float) -> float:
-        """torch stamps a worker failure with `int(time.time())`."""
-        return math.floor(failed_at) * 1.0  # a float like every stamp (and a symbolic floor stays symbolic)
+        """torch stamps a worker failure with `int(time.time())`: the whole second of the reading's float."""
+        return whole_second(failed_at)
 
     def signal_report(self, arrived: float, caught: float) -> Optional[float]:
         """The stamp of the recoverable error reported for a signal, or None for `IgnoreOutputs`."""

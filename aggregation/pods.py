@@ -92,7 +92,9 @@ class ErrorRecord:
 
     code: str
     recoverable: bool
-    timestamp: float  # seconds: scenario seconds when simulated, epoch seconds when real
+    # the stamp the error carries, in seconds: a clock's reading or torch's whole second (the document holds what
+    # flytekit makes of it: `written_stamp`); scenario seconds when simulated, epoch seconds when real
+    timestamp: float
     worker: str
     message: str
     genuine: bool = False  # a scenario-injected worker error, not a consequence of another pod's death
@@ -104,10 +106,18 @@ class ErrorRecord:
             message=self.message,
             recoverable=self.recoverable,
             origin="USER",
-            # round(timestamp * 1e9); a symbolic stamp (aggsim prove) stays traceable through the bytes
-            timestamp_ns=stamp_ns(self.timestamp, (self.worker, self.code, self.message)),
+            timestamp_ns=self._stamp_ns(),
             worker=self.worker,
         )
+
+    def _stamp_ns(self) -> int:
+        """The nanoseconds flytekit writes for `timestamp` (`aggregation.stamps`); a symbolic stamp (aggsim prove)
+        stays traceable through the bytes."""
+        return stamp_ns(self.timestamp, (self.worker, self.code, self.message))
+
+    def written_stamp(self) -> float:
+        """The document's stamp in seconds, as the timeline shows it (a real run's is read from its file)."""
+        return self._stamp_ns() / 1e9
 
     @classmethod
     def from_container_error(cls, error: errors_pb2.ContainerError) -> "ErrorRecord":
@@ -246,7 +256,8 @@ class Pod:
             name = self.error_file_name if error is not None else "outputs.pb"
             self.world.upload(Upload(name, self.name, self.clock.now, error))
             if error is not None:
-                self._log(What.UPLOAD, file=name, code=error.code, recoverable=error.recoverable, stamp=error.timestamp)
+                stamp = error.written_stamp()
+                self._log(What.UPLOAD, file=name, code=error.code, recoverable=error.recoverable, stamp=stamp)
             else:
                 self._log(What.UPLOAD, file=name)
             if self.timing.exit:
@@ -360,8 +371,9 @@ class Pod:
             self._log(What.SIGNAL_CAUGHT, reason="IgnoreOutputs")
             self._finish(None)
             return
-        self._log(What.SIGNAL_CAUGHT, reason="FlyteRecoverableException", stamp=stamp)
-        self._finish(ErrorRecord(CODE_RECOVERABLE, True, stamp, self.worker_name, SIGNAL_MESSAGE))
+        error = ErrorRecord(CODE_RECOVERABLE, True, stamp, self.worker_name, SIGNAL_MESSAGE)
+        self._log(What.SIGNAL_CAUGHT, reason="FlyteRecoverableException", stamp=error.written_stamp())
+        self._finish(error)
 
     def worker_error(self, recoverable: bool, message: str, genuine: bool) -> None:
         """A worker of this pod raises now, if one is training; otherwise the timeline says why none does."""

@@ -45,7 +45,8 @@ __all__ = ["ErrorPrefix", "assert_verdict", "assert_valid_error_files", "assert_
 
 def _offset_stamp(offset) -> int:
     """The stamp `offset` seconds after `BASE_TIME_NS`, from 2000 (`validate.EARLIEST_PLAUSIBLE_SECONDS`) to the end
-    of year 9999 (the last a Timestamp holds): the stamps a failing flytekit task writes."""
+    of year 9999 (the last a Timestamp holds): the stamps a failing flytekit task writes, to the nanosecond as
+    given (flytekit's own step by about 238 ns, `aggregation.stamps`: a test may set two closer than it could)."""
     if isinstance(offset, bool) or not isinstance(offset, (int, float)):
         raise TypeError(f"ErrorPrefix.add: offset must be a finite number of seconds or None, got {offset!r}")
     low, high = EARLIEST_PLAUSIBLE_SECONDS * NANOS, (TIMESTAMP_SECONDS[1] + 1) * NANOS - 1

@@ -7,6 +7,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Sequence
 
 from aggregation.explore import OUTCOMES, outcome_label
+from aggregation.pieces import within_text
 from aggregation.proof_report import path_count_line, print_wrapped
 from aggregation.prove import played_behaviours
 from aggregation.regions import RegionCell
@@ -48,14 +49,16 @@ def render_regions(cells: Sequence[RegionCell], meaning: dict, console: "Console
         refusals = dict.fromkeys(r.behaviour.refusal for r in region_map.regions if r.behaviour.refusal)
         for kind in refusals:  # why the model refuses (`--json` has each region's witness to replay it)
             console.print(Text(f"  refused: {kind}"), highlight=False)
-    if any(r.relaxed for c in cells for r in c.map.regions):
-        note = "\nBoundaries through nanosecond stamps are exact to a nanosecond (the stamps' own resolution)"
+    relaxed = [r.relaxed_within for c in cells for r in c.map.regions if r.relaxed]
+    if relaxed:
+        within = within_text(max(relaxed))
+        note = f"\nBoundaries through sub-second stamps are exact to {within}"
         sums = [_shares_sum(c.map) for c in cells]
         off = [(c, total) for c, total in zip(cells, sums) if total != 1]
         if off:
-            # the regions either side of such a boundary may both hold its nanosecond (or neither): say by how much
+            # the regions either side of such a boundary may both hold a sliver that thin (or neither): by how much
             said = "; ".join(f"{c.label}'s shares sum to {_percent_off_100(total)}" for c, total in off)
-            note += f": the regions either side of one may both hold that nanosecond (or neither), so {said}"
+            note += f": the regions either side of one may both hold a sliver that wide (or neither), so {said}"
         console.print(note + ".", highlight=False)
     if not plotted:
         console.print("--plot FILE draws the regions; --json lists every region's polygons.", highlight=False)
@@ -92,7 +95,7 @@ def regions_to_json(cells: Sequence[RegionCell]) -> dict:
                 "shares": {
                     o: {"share": float(cell.map.share(o)), "exact": str(cell.map.share(o))} for o in cell.map.outcomes()
                 },
-                # 1 unless a relaxed boundary (a nanosecond stamp's) lets two regions share its nanosecond
+                # 1 unless a relaxed boundary (a sub-second stamp's) lets two regions share a sliver along it
                 "shares_sum": {"share": float(_shares_sum(cell.map)), "exact": str(_shares_sum(cell.map))},
                 "regions": [
                     {

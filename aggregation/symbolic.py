@@ -23,6 +23,7 @@ import sys
 from fractions import Fraction
 from typing import Optional
 
+from aggregation import stamps
 from aggregation.nanoseconds import exact
 
 #: An atom of a linear term: ("var", name) for a varied field, ("floor", key) for floor(term with that key).
@@ -112,8 +113,7 @@ class Path:
     def register_stamp(self, identity: tuple, stamp) -> int:
         """An error document is about to carry `stamp` (ns, symbolic or not): remember it under the document's
         identity, so the reader that parses the document back compares the term."""
-        symbolic = isinstance(stamp, Sym)
-        concrete = int(stamp.value) if symbolic else stamp
+        concrete = stamp.value if isinstance(stamp, StampSym) else stamp
         key = identity + (concrete,)
         known = self._stamps.get(key)
         if known is not None and _term_of(known) != _term_of(stamp):
@@ -132,7 +132,7 @@ class Path:
 
 
 def _term_of(value):
-    return value.key() if isinstance(value, Sym) else value
+    return value.key() if isinstance(value, (Sym, StampSym)) else value
 
 
 class recording:
@@ -276,9 +276,16 @@ class Sym:
         return NotImplemented if quotient is NotImplemented else (quotient, self - quotient * other)
 
     # --- integer parts: floor atoms ------------------------------------------------------------
+    def _whole_but_constant(self) -> bool:
+        """Whether the term is an integer but for its constant: integer parts with integer coefficients only."""
+        return all(atom[0] != "var" and c.denominator == 1 for atom, c in self.coeffs.items())
+
     def __floor__(self):
         if not self.coeffs:
             return math.floor(self.value)
+        if self._whole_but_constant():  # floor(n + c) = n + floor(c): no integer part of an integer part
+            const = Fraction(math.floor(self.const))
+            return Sym(self.value - self.const + const, dict(self.coeffs), const)
         atom = _path().integer_atom("floor", self.key())
         return Sym(Fraction(math.floor(self.value)), {atom: Fraction(1)}, Fraction(0))
 
@@ -296,6 +303,8 @@ class Sym:
         if ndigits is not None:
             scale = Fraction(10) ** ndigits
             return round(self * scale) / scale
+        if self.const.denominator == 1 and self._whole_but_constant():  # an integer already
+            return self
         atom = _path().integer_atom("round", self.key())
         return Sym(Fraction(round(self.value)), {atom: Fraction(1)}, Fraction(0))
 
@@ -372,6 +381,169 @@ class Sym:
         return f"Sym({float(self.value)!r})"
 
 
+class StampSym:
+    """An error document's stamp (nanoseconds) as `aggsim prove` follows it. The stamp is a step function of its
+    key (`stamps.written_ns`), no linear term; but it is strictly increasing in the key and keeps whole seconds, so
+    every comparison of two stamps, or of a stamp with a number, is recorded as the same comparison of keys, which
+    are linear terms with one integer part. `value` is the stamp the document carries at the run's point; `key` the
+    double of its reading in nanoseconds (256 * round(reading / 256)); `seconds` its whole second."""
+
+    __slots__ = ("value", "key_ns", "seconds")
+
+    def __init__(self, value: int, key_ns, seconds) -> None:
+        self.value = value
+        self.key_ns = key_ns
+        self.seconds = seconds
+
+    @classmethod
+    def of_reading(cls, reading: Sym) -> "StampSym":
+        """The stamp of a reading of `reading` seconds (a whole second: torch's stamp) (`stamps`). A reading
+        between two nanoseconds is rounded straight to its float, as a clock's finer reading would be; the
+        simulator's readings are whole nanoseconds, where the two agree."""
+        ns = reading * stamps.PER_SECOND
+        key = round(ns / stamps.NS_STEP) * stamps.NS_STEP
+        seconds = math.floor((ns + stamps.NS_STEP // 2) / stamps.PER_SECOND)
+        return cls(stamps.written_ns(int(_value_of(key))), key, seconds)
+
+    def key(self) -> tuple:
+        return ("stamp", _term_of(self.key_ns))
+
+    def _compare(self, other, relation: str) -> bool:
+        if isinstance(other, StampSym):
+            return _compared(self.key_ns, other.key_ns, relation)
+        if isinstance(other, (int, Fraction)) and not isinstance(other, bool):
+            # stamp < c exactly when key < least_key_reaching(ceil(c)); stamp <= c when stamp < floor(c) + 1
+            below = stamps.least_key_reaching(math.ceil(other))
+            up_to = stamps.least_key_reaching(math.floor(other) + 1)
+            if relation in ("==", "!="):
+                hit = other.denominator == 1 and below < up_to  # the one key whose stamp is exactly `other`
+                return _compared(self.key_ns, below, relation) if hit else relation == "!="
+            bound = below if relation in ("<", ">=") else up_to
+            return _compared(self.key_ns, bound, "<" if relation in ("<", "<=") else ">=")
+        if isinstance(other, Sym) and not other.coeffs:
+            return self._compare(other.value, relation)
+        if not isinstance(other, (Sym, float)):
+            return NotImplemented  # None, text: what Python does with an int (`==` is identity, `<` a TypeError)
+        _path().lost("a timestamp compared with something that is no timestamp")
+        return _compared(self.value, _value_of(other), relation)
+
+    def __lt__(self, other):
+        return self._compare(other, "<")
+
+    def __le__(self, other):
+        return self._compare(other, "<=")
+
+    def __gt__(self, other):
+        return self._compare(other, ">")
+
+    def __ge__(self, other):
+        return self._compare(other, ">=")
+
+    def __eq__(self, other):
+        return self._compare(other, "==")
+
+    def __ne__(self, other):
+        return self._compare(other, "!=")
+
+    def __bool__(self):
+        return self._compare(0, "!=")
+
+    def __hash__(self):
+        return hash(self.value)
+
+    def __divmod__(self, other):
+        """Seconds and nanoseconds, as `Timestamp` holds them: the nanoseconds are the stamp of the key less its
+        whole seconds (a stamp moves with whole seconds)."""
+        if other != stamps.PER_SECOND:
+            return self._lost_arithmetic(divmod, other)
+        whole = self.seconds * stamps.PER_SECOND
+        return self.seconds, StampSym(self.value - int(_value_of(whole)), self.key_ns - whole, 0)
+
+    def _lost_arithmetic(self, operation, *others):
+        _path().lost("arithmetic on a timestamp other than its seconds and nanoseconds")
+        return operation(self.value, *(_value_of(o) for o in others))
+
+    def __add__(self, other):
+        return self._lost_arithmetic(lambda a, b: a + b, other)
+
+    def __radd__(self, other):
+        return self._lost_arithmetic(lambda a, b: b + a, other)
+
+    def __sub__(self, other):
+        return self._lost_arithmetic(lambda a, b: a - b, other)
+
+    def __rsub__(self, other):
+        return self._lost_arithmetic(lambda a, b: b - a, other)
+
+    def __mul__(self, other):
+        return self._lost_arithmetic(lambda a, b: a * b, other)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other):
+        return self._lost_arithmetic(lambda a, b: a / b, other)
+
+    def __rtruediv__(self, other):
+        return self._lost_arithmetic(lambda a, b: b / a, other)
+
+    def __rfloordiv__(self, other):
+        return self._lost_arithmetic(lambda a, b: b // a, other)
+
+    def __rmod__(self, other):
+        return self._lost_arithmetic(lambda a, b: b % a, other)
+
+    def __neg__(self):
+        return self._lost_arithmetic(lambda a: -a)
+
+    def __abs__(self):
+        return self._lost_arithmetic(abs)
+
+    def __floordiv__(self, other):
+        return divmod(self, other)[0] if other == stamps.PER_SECOND else self._lost_arithmetic(divmod, other)[0]
+
+    def __mod__(self, other):
+        return divmod(self, other)[1] if other == stamps.PER_SECOND else self._lost_arithmetic(divmod, other)[1]
+
+    def __float__(self):
+        _path().lost("float() of a timestamp")
+        return float(self.value)
+
+    def __int__(self):
+        _path().lost("int() of a timestamp")
+        return int(self.value)
+
+    __index__ = __int__
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)  # display only
+
+    def __repr__(self) -> str:
+        return f"StampSym({self.value!r})"
+
+
+def _value_of(number):
+    return number.value if isinstance(number, (Sym, StampSym)) else number
+
+
+def _compared(left, right, relation: str) -> bool:
+    """`left RELATION right` for numbers or symbolic ones (a symbolic side records the comparison)."""
+    if isinstance(left, Sym):
+        return left._compare(right, relation)
+    if isinstance(right, Sym):
+        return right._compare(left, _MIRRORED[relation])
+    return {
+        "<": left < right,
+        "<=": left <= right,
+        ">": left > right,
+        ">=": left >= right,
+        "==": left == right,
+        "!=": left != right,
+    }[relation]
+
+
+_MIRRORED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
 #: the integer part an atom of that kind takes: floor, or Python's round (half to even; exact on a Fraction)
 _INTEGER_PARTS = {"floor": math.floor, "round": round}
 
@@ -420,12 +592,23 @@ def _normalised(key: TermKey, relation: str) -> TermKey:
 
 # --- the seams the simulator calls -----------------------------------------------------------------
 def stamp_ns(seconds, identity: tuple) -> int:
-    """`round(seconds * 1e9)`, the nanoseconds an error document carries; a symbolic stamp is registered under
-    the document's `identity` so a reader that parses the document back compares the term, not the number."""
-    stamp = round(seconds * 1e9)
+    """The nanoseconds an error document carries for an error stamped `seconds` (a clock's reading, or a whole
+    second: `stamps`); a symbolic stamp is registered under the document's `identity` so a reader that parses the
+    document back compares it, not the number."""
+    if isinstance(seconds, Sym) and seconds.coeffs:
+        return _path().register_stamp(identity, StampSym.of_reading(seconds))
+    stamp = stamps.document_stamp_ns(round(seconds * stamps.PER_SECOND))
     if _ACTIVE is not None:
         return _ACTIVE.register_stamp(identity, stamp)
     return stamp
+
+
+def whole_second(seconds):
+    """torch's `int(time.time())` at a clock reading of `seconds` (`stamps.whole_second_ns`), as a float like
+    every stamp; a symbolic reading gives one floor atom."""
+    if isinstance(seconds, Sym):
+        return math.floor(seconds + Fraction(stamps.NS_STEP // 2, stamps.PER_SECOND))
+    return float(stamps.whole_second_ns(round(seconds * stamps.PER_SECOND)))
 
 
 def atoms_in(key: TermKey, found: Optional[dict] = None) -> dict:

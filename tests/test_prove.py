@@ -626,24 +626,27 @@ def _within_rounding_of(proof, choices, point: dict, behaviour) -> bool:
 
 
 def test_on_the_nanosecond_the_plain_simulator_agrees_even_on_a_boundary() -> None:
-    """`aggregation.nanoseconds`: a signal at 30.1 s and a 0.85 s shutdown lie on the boundary where seed-pr's
-    whole-second stamp, `floor(at + shutdown + 0.05)`, turns from 30 to 31 (torch `errors/error_handler.py` stamps
-    with `int(time.time())`; 0.05 s is the peer's broken collective). In plain floats that sum is 31.000000000000004;
-    the simulator's nanosecond clock puts it back on 31, so the simulator and the prover take the same path there.
-    A point between the nanoseconds (the float 0.85's binary value, 2e-17 below 0.85) is another real number: the
-    prover follows it exactly, and the simulator, given the float, reads 0.85. Only there may they differ."""
+    """`aggregation.nanoseconds`: a signal at 30.6 s and a 0.349999872 s shutdown lie on the boundary where seed-pr's
+    whole-second stamp of the moment `at + shutdown + 0.05` turns from 30 to 31: torch `errors/error_handler.py`
+    stamps with `int(time.time())`, whose float (CPython `_PyTime_AsSecondsDouble`) reads a moment up to 128 ns
+    before a whole second as that second (`aggregation.stamps.whole_second_ns`); 0.05 s is the peer's broken
+    collective. In plain floats that sum is 30.999999872000004; the simulator's nanosecond clock puts it back on
+    the boundary, so the simulator and the prover take the same path there. A point between the nanoseconds (the
+    float 0.349999872's binary value, below the decimal) is another real number: the prover follows it exactly, and
+    the simulator, given the float, reads 0.349999872. Only there may they differ."""
     proof = _cached(EXACTNESS_CASES[0])
     on_boundary = {
-        SIGNAL_AT: Fraction("30.1"),
-        "timings.agent_shutdown_seconds": Fraction("0.85"),
+        SIGNAL_AT: Fraction("30.6"),
+        "timings.agent_shutdown_seconds": Fraction("0.349999872"),
         "timings.upload_seconds": Fraction(1),
         "propeller.observation_delay_seconds": Fraction(7),
     }
-    assert 30.1 + 0.85 + 0.05 != 31
+    assert 30.6 + 0.349999872 + 0.05 != 30.999999872
     exact = [p for p in proof.paths if all(holds(c, on_boundary) for c in p.constraints)]
     assert len(exact) == 1
     assert P.behaviour_of(P.replay(proof.problem, on_boundary)) == exact[0].behaviour
-    between = {**on_boundary, "timings.agent_shutdown_seconds": Fraction(0.85)}
+    between = {**on_boundary, "timings.agent_shutdown_seconds": Fraction(0.349999872)}
+    assert between["timings.agent_shutdown_seconds"] < on_boundary["timings.agent_shutdown_seconds"]
     below = [p for p in proof.paths if all(holds(c, between) for c in p.constraints)]
     in_floats = P.behaviour_of(P.replay(proof.problem, between))
     assert below[0].behaviour != exact[0].behaviour == in_floats
@@ -767,7 +770,7 @@ def test_generated_refused_regions_tile_with_the_rest_and_the_plain_simulator_re
 def test_a_readable_condition_holds_exactly_where_its_path_is_taken(case) -> None:
     """`aggregation.conditions`: each counterexample's readable pieces (ranges of the fields, no floors, no
     nanosecond roundings) hold at a point of the box exactly when the path's recorded condition does (a piece
-    with a nanosecond stamp relaxed is allowed to differ only within a nanosecond of its bounds, which random
+    with a sub-second stamp relaxed is allowed to differ only within 256 ns of its bounds, which random
     floats do not hit); the text names no integer part, and the witness's piece comes first."""
     import random
 
