@@ -97,6 +97,9 @@ MAX_CLOCK_OFFSET_SECONDS = 3600.0  # a scenario's offset beyond an hour is a typ
 # 10 s covers both.
 SIBLING_WAIT_SECONDS = 10.0
 SIBLING_POLL_SECONDS = 0.5  # how often it looks at the output prefix meanwhile
+#: plugin/task.py FILE_TIME_GRAIN_SECONDS: how far before torch's whole second a worker error file's mtime may lie
+#: and still refine it (the kernel's coarse clock trails `time.time()` by up to a tick)
+FILE_TIME_GRAIN_SECONDS = 0.02
 
 # --- this tool's own limits -----------------------------------------------------------------------------------------
 MAX_SCENARIO_BYTES = 1024 * 1024  # a scenario file larger than this is refused, not parsed

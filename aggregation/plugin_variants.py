@@ -33,7 +33,7 @@ class PodPlugin:
     sibling_wait = 0.0
     sibling_poll = defaults.SIBLING_POLL_SECONDS
 
-    def worker_failure_stamp(self, failed_at: float) -> float:
+    def worker_failure_stamp(self, failed_at: float, file_time_lag: float) -> float:
         """torch stamps a worker failure with `int(time.time())`: the whole second of the reading's float."""
         return whole_second(failed_at)
 
@@ -72,8 +72,15 @@ class RecoverablePlugin(PodPlugin):
     collateral_recoverable = True
     sibling_wait = defaults.SIBLING_WAIT_SECONDS
 
-    def worker_failure_stamp(self, failed_at: float) -> float:
-        return failed_at  # refined with the worker's error-file mtime
+    def worker_failure_stamp(self, failed_at: float, file_time_lag: float) -> float:
+        """`plugin/task.py` `refine_first_failure_timestamp`: the worker's error file's mtime (the reading less the
+        kernel's coarse-clock lag) where it lies in torch's whole second or up to `FILE_TIME_GRAIN_SECONDS` before
+        it, else torch's second."""
+        if not file_time_lag:
+            return failed_at  # the mtime is the reading: always within torch's second
+        mtime = failed_at - file_time_lag
+        second = whole_second(failed_at)
+        return mtime if mtime >= second - defaults.FILE_TIME_GRAIN_SECONDS else second
 
     def signal_report(self, arrived: float, caught: float) -> Optional[float]:
         return arrived

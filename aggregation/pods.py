@@ -394,7 +394,7 @@ class Pod:
         record = ErrorRecord(
             code,
             recoverable,
-            self.plugin.worker_failure_stamp(self._own_clock(failed_at)),
+            self.plugin.worker_failure_stamp(self._own_clock(failed_at), self.timing.file_time_lag),
             self.worker_name,
             message or "worker failed",
             genuine,

@@ -23,7 +23,9 @@ from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.scenario import parse_text_proto, read_text_file, seconds_problem
 
 #: PodTimings fields that are not a phase a pod goes through, so no measurement can stand for them
-UNPROFILABLE = frozenset({"clock_offset_seconds", "first_monitor_poll_seconds", "on_peer_death"})
+UNPROFILABLE = frozenset(
+    {"clock_offset_seconds", "first_monitor_poll_seconds", "on_peer_death", "file_time_lag_seconds"}
+)
 
 
 class ProfileError(ValueError):

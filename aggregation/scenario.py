@@ -73,6 +73,7 @@ class PodTiming:
     failed_worker_exit: float = defaults.FAILED_WORKER_EXIT_SECONDS["spawn"]  # a worker raised -> its process is gone
     finished_worker_exit: float = defaults.FINISHED_WORKER_EXIT_SECONDS["spawn"]  # all returned -> processes gone
     first_poll: Optional[float] = None  # workers started -> the agent's first look (None: one monitor interval)
+    file_time_lag: float = 0.0  # a failed worker's error file's mtime trails the failure (the kernel's coarse clock)
 
 
 EVENT_KINDS = ("preemption", "worker_error", "completion", "checkpoint", "storage_outage", "truncated_upload")
@@ -195,6 +196,7 @@ def _timing(base: PodTiming, message: pb.PodTimings) -> PodTiming:
         ("failed_worker_exit_seconds", "failed_worker_exit"),
         ("finished_worker_exit_seconds", "finished_worker_exit"),
         ("first_monitor_poll_seconds", "first_poll"),
+        ("file_time_lag_seconds", "file_time_lag"),
     ):
         if message.HasField(proto_name):
             values[attribute] = getattr(message, proto_name)

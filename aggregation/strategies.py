@@ -170,6 +170,8 @@ def scenarios(
         override.timings.CopyFrom(draw(_timings(playable, interval)))
         if draw(st.booleans()):
             override.timings.clock_offset_seconds = draw(_seconds(-0.25, 0.25))
+        if not playable and draw(st.booleans()):  # a real run cannot set it: the kernel's clock does
+            override.timings.file_time_lag_seconds = draw(_seconds(0.0, 0.004))
 
     # real pods take events once training runs (the timebase squeezes the quiet stretch before the first one)
     start = 8.0 if playable else 0.0

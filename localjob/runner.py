@@ -45,6 +45,12 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Wo
         raise Unplayable(
             f"job.nproc_per_node: {nproc} workers per pod, more than the {MAX_LOCAL_NPROC} a local pod runs"
         )
+    lagging = sorted(pod for pod, timing in spec.timings.items() if timing.file_time_lag)
+    if lagging:
+        raise Unplayable(
+            f"timings.file_time_lag_seconds of {', '.join(lagging)}: a real file's mtime lags by what the kernel's "
+            "coarse clock does, which a run cannot set"
+        )
     skewed = sorted(pod for pod, timing in spec.timings.items() if timing.clock_offset)
     if skewed and libfaketime_path() is None:
         raise Unplayable(

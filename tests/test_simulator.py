@@ -2393,3 +2393,54 @@ def test_the_readme_table_of_shipped_scenarios_is_what_simulate_says():
             )
         for plugin, phase in zip(("upstream", "seed-pr", "recoverable"), said):
             assert run(name, plugin).final_phase.value == phase, (name, plugin)
+
+
+_LAGGING_MTIME = """
+name: "lagging_mtime"
+plugin: RECOVERABLE
+job { pods: "a" pods: "b" }
+task { retries: 2 training_seconds: 120 }
+propeller { error_aggregation: true observation_delay_seconds: 5 }
+pod_timings { pod: "a" timings { file_time_lag_seconds: LAG } }
+attempts {
+  events { at_seconds: 30 pod: "b" preemption {} }
+  events { at_seconds: 30.001 pod: "a" worker_error { message: "ValueError: bad batch" } }
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "lag, stamp, phase",
+    [
+        ("0", 30.001, "RETRIED_THEN_SUCCEEDED"),  # the signal's stamp, 30 s, is earlier: the node retries
+        ("0.002", 29.999, "FAILED_PERMANENTLY"),  # the mtime trails to 29.999 s: the genuine error is earlier
+        ("0.5", 30.0, "FAILED_PERMANENTLY"),  # 29.501 is too far before torch's second: 30 s, a tie, a's listed first
+    ],
+)
+def test_a_worker_failure_is_stamped_with_its_error_file_s_mtime_which_may_trail_it(lag, stamp, phase) -> None:
+    """The recoverable plugin refines torch's whole-second stamp with the worker's error file's mtime
+    (`plugin/task.py` `refine_first_failure_timestamp`), which Linux takes from its coarse clock, up to a tick
+    behind: a genuine error 1 ms after a sibling's preemption can then carry the earlier stamp and win propeller's
+    earliest-error read (`remote_file_output_reader.go` `earliest.After(ts)`). An mtime more than 20 ms before
+    torch's second (`FILE_TIME_GRAIN_SECONDS`) is not trusted, and torch's second stands (a tie with the signal's
+    stamp at 30 s, which the earliest reader breaks by listing order: a's file is listed first)."""
+    execution = simulate(parse_scenario(_LAGGING_MTIME.replace("LAG", lag)))
+    (genuine,) = [u.error for u in execution.attempts[0].uploads if u.error and u.pod == "a"]
+    assert genuine.timestamp == pytest.approx(stamp, abs=1e-9) and not genuine.recoverable
+    assert execution.final_phase.value == phase
+
+
+def test_the_model_s_file_time_grain_is_the_plugin_s() -> None:
+    from plugin.task import FILE_TIME_GRAIN_SECONDS
+
+    assert defaults.FILE_TIME_GRAIN_SECONDS == FILE_TIME_GRAIN_SECONDS
+
+
+def test_run_local_refuses_a_file_time_lag_which_only_the_kernel_sets() -> None:
+    """`localjob/runner.py` `check_playable`: a real pod's error file gets whatever mtime the kernel's coarse clock
+    gives it, so a scenario that sets the lag cannot be played as written: refused in one line naming the field."""
+    from localjob.runner import Unplayable, check_playable
+
+    check_playable(parse_scenario(_LAGGING_MTIME.replace("LAG", "0")))
+    with pytest.raises(Unplayable, match=r"^timings.file_time_lag_seconds of a: .*cannot set$"):
+        check_playable(parse_scenario(_LAGGING_MTIME.replace("LAG", "0.002")))
