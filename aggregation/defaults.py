@@ -100,6 +100,8 @@ SIBLING_POLL_SECONDS = 0.5  # how often it looks at the output prefix meanwhile
 #: plugin/task.py FILE_TIME_GRAIN_SECONDS: how far before torch's whole second a worker error file's mtime may lie
 #: and still refine it (the kernel's coarse clock trails `time.time()` by up to a tick)
 FILE_TIME_GRAIN_SECONDS = 0.02
+#: a scenario's file time lag beyond a second either way is a typo, not a clock tick
+MAX_FILE_TIME_LAG_SECONDS = 1.0
 
 # --- this tool's own limits -----------------------------------------------------------------------------------------
 MAX_SCENARIO_BYTES = 1024 * 1024  # a scenario file larger than this is refused, not parsed

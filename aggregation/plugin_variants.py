@@ -18,6 +18,7 @@ from typing import Optional
 
 from aggregation import defaults
 from aggregation.kinds import PluginVariant
+from aggregation.nanoseconds import on_the_clock
 from aggregation.symbolic import whole_second
 
 
@@ -74,13 +75,15 @@ class RecoverablePlugin(PodPlugin):
 
     def worker_failure_stamp(self, failed_at: float, file_time_lag: float) -> float:
         """`plugin/task.py` `refine_first_failure_timestamp`: the worker's error file's mtime (the reading less the
-        kernel's coarse-clock lag) where it lies in torch's whole second or up to `FILE_TIME_GRAIN_SECONDS` before
-        it, else torch's second."""
+        kernel's coarse-clock lag; less than 0 where the write's clock read comes after torch's) where it lies in
+        torch's whole second or up to `FILE_TIME_GRAIN_SECONDS` before it, else torch's second. Both sides are read
+        on the nanosecond, as every reading is, so a float's rounding decides nothing."""
         if not file_time_lag:
             return failed_at  # the mtime is the reading: always within torch's second
-        mtime = failed_at - file_time_lag
+        mtime = on_the_clock(failed_at - file_time_lag)
         second = whole_second(failed_at)
-        return mtime if mtime >= second - defaults.FILE_TIME_GRAIN_SECONDS else second
+        trusted = on_the_clock(second - defaults.FILE_TIME_GRAIN_SECONDS) <= mtime < second + 1
+        return mtime if trusted else second
 
     def signal_report(self, arrived: float, caught: float) -> Optional[float]:
         return arrived

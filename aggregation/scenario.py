@@ -357,7 +357,10 @@ def load_scenario(path: str, plugin_override: Optional[str] = None) -> ScenarioS
 
 #: fields in seconds that may be negative (a clock behind true time)
 #: seconds fields that may be negative, each within its own bound either side of 0
-SIGNED_SECONDS = {"clock_offset_seconds": defaults.MAX_CLOCK_OFFSET_SECONDS}
+SIGNED_SECONDS = {
+    "clock_offset_seconds": defaults.MAX_CLOCK_OFFSET_SECONDS,
+    "file_time_lag_seconds": defaults.MAX_FILE_TIME_LAG_SECONDS,
+}
 
 
 def seconds_problem(value: float, signed_bound: Optional[float] = None) -> Optional[str]:

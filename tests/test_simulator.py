@@ -2444,3 +2444,20 @@ def test_run_local_refuses_a_file_time_lag_which_only_the_kernel_sets() -> None:
     check_playable(parse_scenario(_LAGGING_MTIME.replace("LAG", "0")))
     with pytest.raises(Unplayable, match=r"^timings.file_time_lag_seconds of a: .*cannot set$"):
         check_playable(parse_scenario(_LAGGING_MTIME.replace("LAG", "0.002")))
+
+
+@pytest.mark.parametrize(
+    "error_at, lag, stamp",
+    [
+        ("30.016", "0.036", 29.98),  # 29.98 is exactly FILE_TIME_GRAIN_SECONDS before torch's second: trusted
+        ("30.016", "0.037", 30.0),  # 29.979 is past the grain: torch's second (in floats 30.016 - 0.036 < 29.98)
+        ("29.9999", "-0.0002", 29.0),  # the write's clock read after torch's, in the next second: torch's second
+    ],
+)
+def test_an_mtime_is_trusted_exactly_within_the_plugin_s_window(error_at, lag, stamp) -> None:
+    """`plugin/task.py` `refine_first_failure_timestamp` trusts an mtime in `[second - 0.02, second + 1)`, torch's
+    whole second `second`; the model decides it on the nanosecond, so `simulate` and `prove` agree at its edges."""
+    text = _LAGGING_MTIME.replace("LAG", lag).replace("at_seconds: 30.001", f"at_seconds: {error_at}")
+    execution = simulate(parse_scenario(text))
+    (genuine,) = [u.error for u in execution.attempts[0].uploads if u.error and u.pod == "a"]
+    assert genuine.timestamp == stamp
