@@ -136,7 +136,7 @@ def relaxation(constraints: Sequence[Constraint], fine: Sequence) -> Optional[Fr
     256 ns), divided by how steeply the constraint moves with the field it moves least with. A relaxed part's own
     term is taken to be linear in the fields (a stamp's reading)."""
     relaxed = set(fine)
-    furthest = None
+    units = []
     for (items, _), _relation in constraints:
         band = sum((abs(c) for atom, c in items if atom in relaxed), Fraction(0))
         if not band:
@@ -151,9 +151,8 @@ def relaxation(constraints: Sequence[Constraint], fine: Sequence) -> Optional[Fr
                         slope[inner[1]] = slope.get(inner[1], Fraction(0)) + c * d
         steepness = [abs(s) for s in slope.values() if s]
         if steepness:  # else the constraint does not move with the fields: no boundary runs through the box
-            unit = band / min(steepness)
-            furthest = unit if furthest is None or unit > furthest else furthest
-    return furthest
+            units.append(band / min(steepness))
+    return max(units, default=None)
 
 
 def within_text(unit: Fraction) -> str:

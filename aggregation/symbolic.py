@@ -19,6 +19,7 @@ Outside a recording nothing here is used: the simulator's plain floats never mee
 from __future__ import annotations
 
 import math
+import operator
 import sys
 from fractions import Fraction
 from typing import Optional
@@ -34,6 +35,15 @@ TermKey = tuple
 Constraint = tuple
 
 _ACTIVE: Optional["Path"] = None
+#: a relation's name to its test
+_RELATIONS = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
 
 
 def _fraction(value) -> Fraction:
@@ -163,7 +173,37 @@ def _path() -> Path:
     return _ACTIVE
 
 
-class Sym:
+class _Compared:
+    """Python's comparisons, and truth, for a number that answers them with `_compare(other, relation)`."""
+
+    __slots__ = ()
+
+    def __lt__(self, other):
+        return self._compare(other, "<")
+
+    def __le__(self, other):
+        return self._compare(other, "<=")
+
+    def __gt__(self, other):
+        return self._compare(other, ">")
+
+    def __ge__(self, other):
+        return self._compare(other, ">=")
+
+    def __eq__(self, other):
+        return self._compare(other, "==")
+
+    def __ne__(self, other):
+        return self._compare(other, "!=")
+
+    def __bool__(self):
+        return self._compare(0, "!=")
+
+    def __hash__(self):
+        return hash(self.value)
+
+
+class Sym(_Compared):
     """An exact number with a linear term over the varied fields (and floor atoms of such terms)."""
 
     __slots__ = ("value", "coeffs", "const")
@@ -320,41 +360,10 @@ class Sym:
             return NotImplemented
         difference = self._combine(other, -1)
         value = difference.value
-        truth = {
-            "<": value < 0,
-            "<=": value <= 0,
-            "==": value == 0,
-            "!=": value != 0,
-            ">": value > 0,
-            ">=": value >= 0,
-        }[relation]
+        truth = _RELATIONS[relation](value, 0)
         if difference.coeffs:
             _record(difference, relation, truth)
         return truth
-
-    def __lt__(self, other):
-        return self._compare(other, "<")
-
-    def __le__(self, other):
-        return self._compare(other, "<=")
-
-    def __gt__(self, other):
-        return self._compare(other, ">")
-
-    def __ge__(self, other):
-        return self._compare(other, ">=")
-
-    def __eq__(self, other):
-        return self._compare(other, "==")
-
-    def __ne__(self, other):
-        return self._compare(other, "!=")
-
-    def __bool__(self):
-        return self._compare(0, "!=")
-
-    def __hash__(self):
-        return hash(self.value)
 
     # --- ways out of the recording ------------------------------------------------------------
     def __float__(self):
@@ -381,7 +390,7 @@ class Sym:
         return f"Sym({float(self.value)!r})"
 
 
-class StampSym:
+class StampSym(_Compared):
     """An error document's stamp (nanoseconds) as `aggsim prove` follows it. The stamp is a step function of its
     key (`stamps.written_ns`), no linear term; but it is strictly increasing in the key and keeps whole seconds, so
     every comparison of two stamps, or of a stamp with a number, is recorded as the same comparison of keys, which
@@ -426,30 +435,6 @@ class StampSym:
             return NotImplemented  # None, text: what Python does with an int (`==` is identity, `<` a TypeError)
         _path().lost("a timestamp compared with something that is no timestamp")
         return _compared(self.value, _value_of(other), relation)
-
-    def __lt__(self, other):
-        return self._compare(other, "<")
-
-    def __le__(self, other):
-        return self._compare(other, "<=")
-
-    def __gt__(self, other):
-        return self._compare(other, ">")
-
-    def __ge__(self, other):
-        return self._compare(other, ">=")
-
-    def __eq__(self, other):
-        return self._compare(other, "==")
-
-    def __ne__(self, other):
-        return self._compare(other, "!=")
-
-    def __bool__(self):
-        return self._compare(0, "!=")
-
-    def __hash__(self):
-        return hash(self.value)
 
     def __divmod__(self, other):
         """Seconds and nanoseconds, as `Timestamp` holds them: the nanoseconds are the stamp of the key less its
@@ -531,14 +516,7 @@ def _compared(left, right, relation: str) -> bool:
         return left._compare(right, relation)
     if isinstance(right, Sym):
         return right._compare(left, _MIRRORED[relation])
-    return {
-        "<": left < right,
-        "<=": left <= right,
-        ">": left > right,
-        ">=": left >= right,
-        "==": left == right,
-        "!=": left != right,
-    }[relation]
+    return _RELATIONS[relation](left, right)
 
 
 _MIRRORED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
