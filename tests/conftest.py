@@ -31,6 +31,9 @@ MAP_ORDER_TIE = str(ROOT / "tests" / "data" / "master_finishes_as_a_worker_is_de
 BUSY_MAP_ORDER_TIE = str(
     ROOT / "tests" / "data" / "busy_operator_reads_a_master_s_success_and_a_worker_s_deletion.textproto"
 )
+#: a sibling's preemption and a genuine worker error whose error file's mtime, the recoverable plugin's stamp for it,
+#: trails the failure (`pod_timings[0].timings.file_time_lag_seconds`)
+LAGGING_MTIME = str(ROOT / "tests" / "data" / "genuine_error_with_a_lagging_mtime.textproto")
 AGGSIM = str(Path(sys.executable).parent / "aggsim")
 T0 = 1_796_000_000 * 10**9  # an arbitrary instant, in ns
 

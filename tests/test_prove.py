@@ -16,7 +16,7 @@ from fractions import Fraction
 from pathlib import Path as Path_
 
 import pytest
-from conftest import BUSY_MAP_ORDER_TIE, MAP_ORDER_TIE, interrupt_when
+from conftest import BUSY_MAP_ORDER_TIE, LAGGING_MTIME, MAP_ORDER_TIE, interrupt_when
 from google.protobuf import text_format
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
@@ -26,7 +26,7 @@ from aggregation import prove as P
 from aggregation.operator import PodRecreation
 from aggregation.scenario import ScenarioError, parse_scenario_source, read_scenario
 from aggregation.strategies import boxes, scenarios
-from aggregation.symbolic import Path, Sym, holds, recording
+from aggregation.symbolic import Path, Sym, atoms_in, holds, recording
 
 AGGSIM = str(Path_(sys.executable).with_name("aggsim"))
 PREEMPTION = "preemption_during_training"
@@ -517,6 +517,15 @@ EXACTNESS_CASES += [
         False,
     ),
 ]
+#: the genuine error's mtime moved across the plugin's 20 ms window and the sibling's signal across the error's moment
+LAG_BOX = (
+    "pod_timings[0].timings.file_time_lag_seconds=-0.05..0.05",
+    "attempts[0].events[1].at_seconds=29.95..30.05",
+    "attempts[0].events[0].at_seconds=29.9..30.1",
+)
+# the recoverable plugin stamps a worker failure with its error file's mtime where that lies in torch's whole second or
+# up to 20 ms before it (`plugin/task.py` `refine_first_failure_timestamp`): two rounded stamps compared
+EXACTNESS_CASES.append((LAGGING_MTIME, "genuine-error-wins", LAG_BOX, "recoverable", True))
 _PROOFS: dict = {}
 
 
@@ -528,6 +537,20 @@ def _cached(case):
     if case not in _PROOFS:
         _PROOFS[case] = _proof(*case)
     return _PROOFS[case]
+
+
+def test_a_lagging_mtime_against_a_signal_s_stamp_is_decided_not_left_unknown() -> None:
+    """`prove.Solver`: comparing the sibling's signal stamp with the genuine error's mtime stamp, each a rounding of its
+    own reading, under an equality between the two events' moments, left z3's incremental core (a plain `z3.Solver`
+    after a push) without an answer for 600 s; with the preprocessing a fresh check applies (solve-eqs,
+    purify-arith) at every check it takes a second or two. Where the error's mtime falls after the signal's stamp,
+    the signal's recoverable error is what propeller reads (`remote_file_output_reader.go`, the earliest), so the
+    claim has counterexamples, and they turn on the lag."""
+    proof = _proof(LAGGING_MTIME, "genuine-error-wins", LAG_BOX, "recoverable", True, max_seconds=120)
+    assert proof.verdict == P.COUNTEREXAMPLE, proof.reason
+    lag = LAG_BOX[0].split("=")[0]
+    failing = [p for p in proof.paths if not p.holds]
+    assert any(any(("var", lag) in atoms_in(key) for key, _ in p.constraints) for p in failing)
 
 
 @pytest.mark.parametrize("case", EXACTNESS_CASES, ids=_case_id)
