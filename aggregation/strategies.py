@@ -196,6 +196,8 @@ _TIMING_RANGES = {
     "finished_worker_exit_seconds": (0.0, 10.0),
     "rendezvous_seconds": (0.0, 10.0),
     "clock_offset_seconds": (-1.0, 1.0),
+    # across the plugin's 20 ms window for an error file's mtime (`plugin/task.py` `FILE_TIME_GRAIN_SECONDS`)
+    "file_time_lag_seconds": (-0.05, 0.05),
 }
 
 

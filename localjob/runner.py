@@ -48,13 +48,13 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Wo
     lagging = sorted(pod for pod, timing in spec.timings.items() if timing.file_time_lag)
     if lagging:
         raise Unplayable(
-            f"timings.file_time_lag_seconds of {', '.join(lagging)}: a real file's mtime lags by what the kernel's "
+            f"file_time_lag_seconds of {', '.join(lagging)}: a real file's mtime lags by what the kernel's "
             "coarse clock does, which a run cannot set"
         )
     skewed = sorted(pod for pod, timing in spec.timings.items() if timing.clock_offset)
     if skewed and libfaketime_path() is None:
         raise Unplayable(
-            f"timings.clock_offset_seconds of {', '.join(skewed)} needs libfaketime to give each pod its own "
+            f"clock_offset_seconds of {', '.join(skewed)} needs libfaketime to give each pod its own "
             "clock: run .ci/system-packages (Debian package faketime)"
         )
     from plugin.task import is_collateral_failure

@@ -2442,7 +2442,7 @@ def test_run_local_refuses_a_file_time_lag_which_only_the_kernel_sets() -> None:
     from localjob.runner import Unplayable, check_playable
 
     check_playable(parse_scenario(_LAGGING_MTIME.replace("LAG", "0")))
-    with pytest.raises(Unplayable, match=r"^timings.file_time_lag_seconds of a: .*cannot set$"):
+    with pytest.raises(Unplayable, match=r"^file_time_lag_seconds of a: .*cannot set$"):
         check_playable(parse_scenario(_LAGGING_MTIME.replace("LAG", "0.002")))
 
 
