@@ -48,6 +48,10 @@ def libfaketime_path() -> Optional[str]:
     return str(found[0]) if found else None
 
 
+#: a directory holding only the `sitecustomize` that moves a skewed pod's file times onto its clock
+NODE_CLOCK_DIRECTORY = Path(__file__).resolve().parent / "node_clock"
+
+
 def clock_offset_environment(offset: float) -> dict[str, str]:
     """The environment that gives a pod (its agent and every worker it spawns) its own wall clock.
 
@@ -55,14 +59,20 @@ def clock_offset_environment(offset: float) -> dict[str, str]:
     torch's timeouts and the rendezvous, are unchanged, as on a node whose NTP-disciplined clock is off by
     `offset`. (Leaving the monotonic clock alone, FAKETIME_DONT_FAKE_MONOTONIC, breaks Python's
     `time.sleep` under libfaketime 0.9.10: EINVAL from clock_nanosleep.)
+
+    Files the pod writes get their times from the same clock, as the kernel of such a node would give them: libfaketime
+    does not shift them for Python, so `node_clock/sitecustomize.py` does, in every Python process of the pod.
     """
     library = libfaketime_path()
     if library is None:
         raise FileNotFoundError("libfaketime not found: run .ci/system-packages (Debian package faketime)")
     preload = os.environ.get("LD_PRELOAD", "")
+    python_path = os.pathsep.join(p for p in (str(NODE_CLOCK_DIRECTORY), os.environ.get("PYTHONPATH", "")) if p)
     return {
         "LD_PRELOAD": f"{library} {preload}".strip(),
         "FAKETIME": f"{offset:+.6f}",
+        "AGGSIM_NODE_CLOCK_OFFSET_NS": str(round(offset * 1e6) * 1000),  # FAKETIME's microseconds, in nanoseconds
+        "PYTHONPATH": python_path,
     }
 
 
