@@ -68,10 +68,11 @@ def clock_offset_environment(offset: float) -> dict[str, str]:
         raise FileNotFoundError("libfaketime not found: run .ci/system-packages (Debian package faketime)")
     preload = os.environ.get("LD_PRELOAD", "")
     python_path = os.pathsep.join(p for p in (str(NODE_CLOCK_DIRECTORY), os.environ.get("PYTHONPATH", "")) if p)
+    micros = round(offset * 1e6)  # libfaketime reads FAKETIME to the microsecond: both from one count
     return {
         "LD_PRELOAD": f"{library} {preload}".strip(),
-        "FAKETIME": f"{offset:+.6f}",
-        "AGGSIM_NODE_CLOCK_OFFSET_NS": str(round(offset * 1e6) * 1000),  # FAKETIME's microseconds, in nanoseconds
+        "FAKETIME": f"{micros / 1e6:+.6f}",
+        "AGGSIM_NODE_CLOCK_OFFSET_NS": str(micros * 1000),
         "PYTHONPATH": python_path,
     }
 

@@ -19,6 +19,9 @@ import pytest
 
 from localjob.pod import clock_offset_environment, libfaketime_path
 
+# libfaketime is a Debian package: `make test-real` installs it (`.ci/system-packages`), `make test` needs nothing
+pytestmark = pytest.mark.slow
+
 #: how far a file's mtime may trail `time.time()`: Linux stamps files from its coarse clock, a tick (1-10 ms) behind
 COARSE_CLOCK = 0.05
 
@@ -32,10 +35,18 @@ with open(path, "w") as f:
     held = os.fstat(f.fileno()).st_mtime_ns
 after = time.time_ns()
 stat = os.stat(path)
-print(json.dumps({
+read = {
     "before": before, "after": after, "stat": stat.st_mtime_ns, "lstat": os.lstat(path).st_mtime_ns, "fstat": held,
-    "pathlib": pathlib.Path(path).stat().st_mtime_ns, "float": stat.st_mtime, "second": stat[8],
-}))
+    "pathlib": pathlib.Path(path).stat().st_mtime_ns, "getmtime": int(os.path.getmtime(path) * 1e9),
+    "float": stat.st_mtime, "second": stat[8],
+}
+before = time.time_ns()
+pathlib.Path(path).touch()  # libfaketime writes its own "now": on the node's clock already
+after = time.time_ns()
+read.update(touch_before=before, touch_after=after, touched=os.stat(path).st_mtime_ns)
+os.utime(path, ns=(before - 7 * 10**9,) * 2)  # a time on the node's clock, read back as written
+read.update(set=before - 7 * 10**9, read_back=os.stat(path).st_mtime_ns)
+print(json.dumps(read))
 """
 
 
@@ -51,18 +62,34 @@ def _skewed_run(code: str, offset: float, *args: str) -> str:
 @pytest.mark.parametrize("offset", [-0.25, 0.5, 100.0])
 def test_a_skewed_pod_reads_its_own_file_s_times_on_its_own_clock(tmp_path, offset) -> None:
     """Written between two readings of the pod's clock, a file's mtime lies between them (less the coarse clock's
-    tick) through every way Python reads it; without the shift it lay `offset` away (100 s under FAKETIME=+100)."""
+    tick) through `os.stat`, `os.lstat`, `os.fstat`, `os.path.getmtime` and `pathlib`; without the shift it lay
+    `offset` away (100 s under FAKETIME=+100). A touch, and a time set with `os.utime`, read back on the same clock."""
     times = json.loads(_skewed_run(_READ_TIMES, offset, str(tmp_path / "error.json")))
-    for way in ("stat", "lstat", "fstat", "pathlib"):
+    for way in ("stat", "lstat", "fstat", "pathlib", "getmtime"):
         assert times["before"] - COARSE_CLOCK * 1e9 <= times[way] <= times["after"], (way, times)
     assert times["second"] == times["stat"] // 10**9
     assert abs(times["float"] - times["stat"] / 1e9) < 1e-6
+    assert times["touch_before"] - COARSE_CLOCK * 1e9 <= times["touched"] <= times["touch_after"], times
+    assert times["read_back"] == times["set"]
+
+
+def test_a_skewed_pod_s_os_functions_keep_their_place_in_the_supports_sets() -> None:
+    """shutil asks `os.supports_*` whether a function takes a descriptor or leaves symlinks alone: the wrapped
+    functions answer as the originals do (`copystat(..., follow_symlinks=False)` failed, and `rmtree` fell back to
+    its symlink-unsafe walk)."""
+    code = (
+        "import os, shutil; print(all(f in os.supports_fd and f in os.supports_dir_fd for f in (os.stat, os.utime)),"
+        " os.stat in os.supports_follow_symlinks, shutil.rmtree.avoids_symlink_attacks, os.stat.__name__)"
+    )
+    assert _skewed_run(code, 0.5).split() == ["True", "True", "True", "stat"]
 
 
 _REFINE = r"""
 import os, sys, time, types
 from plugin.task import refine_first_failure_timestamp
 path = sys.argv[1]
+while not 0.1 < time.time() % 1 < 0.9:  # the write well inside one whole second
+    time.sleep(0.01)
 failed_at = time.time()
 with open(path, "w") as f:
     f.write("worker failed")

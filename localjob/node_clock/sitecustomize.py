@@ -2,15 +2,22 @@
 puts this directory first on the pod's PYTHONPATH, so every Python process of the pod, agent and workers, imports it).
 
 libfaketime shifts the clocks a pod's processes read, and the file times the C library's `stat` returns; but CPython
-reads file times through `stat64`, `lstat64` and `fstat64`, which libfaketime 0.9.10 does not wrap, so a pod saw its own
-files' times on the true clock: measured, a file written under FAKETIME=+100 read back with an mtime 100 s before
+reads file times through `stat64`, `lstat64` and `fstat64`, which libfaketime 0.9.10 does not wrap, so a pod saw its
+own files' times on the true clock: measured, a file written under FAKETIME=+100 read back with an mtime 100 s before
 `time.time()`. On a real node the kernel stamps a file from the same skewed clock the processes read. It matters to the
 recoverable plugin, which stamps a worker's failure with its error file's mtime (`plugin/task.py`
-`refine_first_failure_timestamp`): here the `os` functions the standard library reads file times through are wrapped to
-shift them by the node's offset.
+`refine_first_failure_timestamp`).
+
+So `os.stat`, `os.lstat` and `os.fstat` (and what reads through them: `os.path.getmtime`, `pathlib`, fsspec's local
+`info`) shift the times they return by the node's offset, and `os.utime` takes times on the node's clock back to the
+true one (libfaketime writes its own "now" for a `touch`, which would otherwise be shifted twice). Not shifted: an
+`os.scandir` entry's cached `stat()`, which is C code. Python imports one `sitecustomize`: a distribution's own
+(Debian's apport hook) is shadowed in a skewed pod.
 """
 
+import functools
 import os
+import time
 
 
 def _shifted(result: os.stat_result, offset_ns: int) -> os.stat_result:
@@ -26,12 +33,15 @@ def _shifted(result: os.stat_result, offset_ns: int) -> os.stat_result:
     return os.stat_result(visible, named)
 
 
-def _on_the_node_s_clock(read, offset_ns: int):
-    def wrapped(*args, **kwargs):
-        return _shifted(read(*args, **kwargs), offset_ns)
-
-    wrapped.__name__, wrapped.__doc__ = read.__name__, read.__doc__
-    return wrapped
+def _replace(name: str, wrapper) -> None:
+    """`os.<name>` becomes `wrapper`, which also takes its place in the `os.supports_*` sets (shutil and others ask
+    them whether a function takes a descriptor or a directory descriptor, or can leave symlinks alone)."""
+    original = getattr(os, name)
+    functools.update_wrapper(wrapper, original)
+    for supports in (os.supports_dir_fd, os.supports_fd, os.supports_follow_symlinks, os.supports_effective_ids):
+        if original in supports:
+            supports.add(wrapper)
+    setattr(os, name, wrapper)
 
 
 def _install() -> None:
@@ -39,9 +49,20 @@ def _install() -> None:
     if not offset:
         return
     offset_ns = int(offset)
-    os.stat = _on_the_node_s_clock(os.stat, offset_ns)
-    os.lstat = _on_the_node_s_clock(os.lstat, offset_ns)
-    os.fstat = _on_the_node_s_clock(os.fstat, offset_ns)
+    for name in ("stat", "lstat", "fstat"):
+        read = getattr(os, name)
+        _replace(name, lambda *args, _read=read, **kwargs: _shifted(_read(*args, **kwargs), offset_ns))
+    write = os.utime
+
+    def utime(path, times=None, *, ns=None, **kwargs):
+        if times is None and ns is None:
+            now = time.time_ns()  # the node's clock
+            ns = (now, now)
+        if times is not None:
+            return write(path, tuple(t - offset_ns / 1e9 for t in times), **kwargs)
+        return write(path, ns=tuple(t - offset_ns for t in ns), **kwargs)
+
+    _replace("utime", utime)
 
 
 _install()
