@@ -355,8 +355,8 @@ def load_scenario(path: str, plugin_override: Optional[str] = None) -> ScenarioS
     return read_scenario(path).spec(plugin_override)
 
 
-#: fields in seconds that may be negative (a clock behind true time)
-#: seconds fields that may be negative, each within its own bound either side of 0
+#: seconds fields that may be negative (a clock behind true time, a file time after its failure's reading), each
+#: within its own bound either side of 0
 SIGNED_SECONDS = {
     "clock_offset_seconds": defaults.MAX_CLOCK_OFFSET_SECONDS,
     "file_time_lag_seconds": defaults.MAX_FILE_TIME_LAG_SECONDS,

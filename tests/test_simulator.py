@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import AGGSIM, ROOT, SCENARIOS  # noqa: E402
+from conftest import AGGSIM, LAGGING_MTIME, ROOT, SCENARIOS  # noqa: E402
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -2395,18 +2395,13 @@ def test_the_readme_table_of_shipped_scenarios_is_what_simulate_says():
             assert run(name, plugin).final_phase.value == phase, (name, plugin)
 
 
-_LAGGING_MTIME = """
-name: "lagging_mtime"
-plugin: RECOVERABLE
-job { pods: "a" pods: "b" }
-task { retries: 2 training_seconds: 120 }
-propeller { error_aggregation: true observation_delay_seconds: 5 }
-pod_timings { pod: "a" timings { file_time_lag_seconds: LAG } }
-attempts {
-  events { at_seconds: 30 pod: "b" preemption {} }
-  events { at_seconds: 30.001 pod: "a" worker_error { message: "ValueError: bad batch" } }
-}
-"""
+def _lagging_mtime(lag: str, error_at: str = "30.001") -> str:
+    """`tests/data/genuine_error_with_a_lagging_mtime.textproto` (a sibling's preemption at 30 s, a genuine error in
+    pod a) with a's file time lag and its error's moment set."""
+    text = Path(LAGGING_MTIME).read_text()
+    return text.replace("file_time_lag_seconds: 0.002", f"file_time_lag_seconds: {lag}").replace(
+        "at_seconds: 30.001", f"at_seconds: {error_at}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -2424,7 +2419,7 @@ def test_a_worker_failure_is_stamped_with_its_error_file_s_mtime_which_may_trail
     earliest-error read (`remote_file_output_reader.go` `earliest.After(ts)`). An mtime more than 20 ms before
     torch's second (`FILE_TIME_GRAIN_SECONDS`) is not trusted, and torch's second stands (a tie with the signal's
     stamp at 30 s, which the earliest reader breaks by listing order: a's file is listed first)."""
-    execution = simulate(parse_scenario(_LAGGING_MTIME.replace("LAG", lag)))
+    execution = simulate(parse_scenario(_lagging_mtime(lag)))
     (genuine,) = [u.error for u in execution.attempts[0].uploads if u.error and u.pod == "a"]
     assert genuine.timestamp == pytest.approx(stamp, abs=1e-9) and not genuine.recoverable
     assert execution.final_phase.value == phase
@@ -2441,9 +2436,9 @@ def test_run_local_refuses_a_file_time_lag_which_only_the_kernel_sets() -> None:
     gives it, so a scenario that sets the lag cannot be played as written: refused in one line naming the field."""
     from localjob.runner import Unplayable, check_playable
 
-    check_playable(parse_scenario(_LAGGING_MTIME.replace("LAG", "0")))
+    check_playable(parse_scenario(_lagging_mtime("0")))
     with pytest.raises(Unplayable, match=r"^file_time_lag_seconds of a: .*cannot set$"):
-        check_playable(parse_scenario(_LAGGING_MTIME.replace("LAG", "0.002")))
+        check_playable(parse_scenario(_lagging_mtime("0.002")))
 
 
 @pytest.mark.parametrize(
@@ -2457,7 +2452,6 @@ def test_run_local_refuses_a_file_time_lag_which_only_the_kernel_sets() -> None:
 def test_an_mtime_is_trusted_exactly_within_the_plugin_s_window(error_at, lag, stamp) -> None:
     """`plugin/task.py` `refine_first_failure_timestamp` trusts an mtime in `[second - 0.02, second + 1)`, torch's
     whole second `second`; the model decides it on the nanosecond, so `simulate` and `prove` agree at its edges."""
-    text = _LAGGING_MTIME.replace("LAG", lag).replace("at_seconds: 30.001", f"at_seconds: {error_at}")
-    execution = simulate(parse_scenario(text))
+    execution = simulate(parse_scenario(_lagging_mtime(lag, error_at)))
     (genuine,) = [u.error for u in execution.attempts[0].uploads if u.error and u.pod == "a"]
     assert genuine.timestamp == stamp
