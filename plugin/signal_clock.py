@@ -5,21 +5,33 @@ elastic agent has already shut its workers down, which can take the whole `shutd
 (30 s by default). A timestamp taken there is late, and a late stamp lets a sibling pod's
 consequential error win propeller's earliest-error aggregation.
 
-`SignalClock` records arrival times with CPython's public `signal.set_wakeup_fd`: the C-level
-signal trampoline writes the signal number into a pipe the moment the signal arrives (even while the
-main thread is blocked in C code), whichever Python handler is installed, torch's included. A
-daemon thread reads the pipe and stamps each byte with `time.time()`. Nothing in torch is patched.
+`SignalClock` has the kernel stamp each arrival. CPython's public `signal.set_wakeup_fd` makes the
+C-level signal trampoline write the signal number to a descriptor the moment the signal arrives
+(even while the main thread is blocked in C code), whichever Python handler is installed, torch's
+included. That descriptor is one end of a Unix datagram socket pair whose other end asks for
+receive timestamps (`SO_TIMESTAMPNS`), so each signal's byte is stamped by the kernel as it is
+written. Nothing runs until the plugin asks, and nothing in torch is patched. (A thread that stamped
+the byte with `time.time()` needed the GIL first: measured, in a real agent under libfaketime it
+stamped ~175 ms after the signal, once the main thread let it run.)
+
+The kernel says how long ago the signal arrived; the answer is given on this process's clock,
+`time.time()`, which flytekit stamps its errors with: a probe datagram sent when asked carries the
+kernel's "now". On a node the two clocks are one; a process whose clock is shifted in user space
+(libfaketime, as this project's real runs put a pod on a skewed node) still gets its own clock's time.
 
 Limits, by construction of `set_wakeup_fd`: it only sees signals that have a Python-level handler
 (torch installs them for the signals it handles; `rendezvous_window_handlers` covers the time
-before that), and it must be set up from the main thread; elsewhere the clock is inert and callers
-fall back to the time they catch the exception.
+before that), and it must be set up from the main thread. Elsewhere, or where the kernel does not
+stamp datagrams (checked with a probe on entry, e.g. off Linux), the clock is inert and callers fall
+back to the time they catch the exception.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -29,6 +41,13 @@ from typing import Callable, Optional
 
 #: The signals torch elastic converts into `SignalException` unless told otherwise.
 DEFAULT_TORCHELASTIC_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+
+#: Linux's `SO_TIMESTAMPNS` (`asm-generic/socket.h`; Python 3.11's socket module does not name it). Its
+#: control message has the same number and carries a `struct timespec`; `SignalClock` checks both with a probe.
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+_TIMESPEC = struct.Struct("@ll")
+#: what `SignalClock` sends itself to read the kernel's clock: no signal has the number 0
+_PROBE = b"\0"
 
 _active_clock_pid: Optional[int] = None
 
@@ -49,48 +68,71 @@ os.register_at_fork(after_in_child=_forget_clock_in_child)
 
 
 class SignalClock:
-    """Records the wall-clock arrival time of every signal this process receives while active.
+    """Records the arrival time of every signal this process receives while active.
 
     Use as a context manager from the main thread::
 
         with SignalClock() as clock:
             ...
-        clock.first_arrival(signal.SIGTERM)  # float seconds since the epoch, or None
+            clock.first_arrival(signal.SIGTERM)  # float seconds since the epoch, or None
     """
 
     def __init__(self) -> None:
-        self._arrivals: list[tuple[int, float]] = []
-        self._lock = threading.Lock()
-        self._read_fd = -1
-        self._write_fd = -1
+        self._arrivals: list[tuple[int, int]] = []  # (signal number, the kernel's stamp in ns), in arrival order
+        self._receiver: Optional[socket.socket] = None
+        self._sender: Optional[socket.socket] = None
         self._previous_wakeup_fd: Optional[int] = None
-        self._thread: Optional[threading.Thread] = None
         self.active = False
 
     def __enter__(self) -> "SignalClock":
         global _active_clock_pid
         if threading.current_thread() is not threading.main_thread():
             return self  # set_wakeup_fd is main-thread only: stay inert
-        self._read_fd, self._write_fd = os.pipe()
-        os.set_blocking(self._write_fd, False)
-        self._previous_wakeup_fd = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+        self._receiver, self._sender = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        for end in (self._receiver, self._sender):
+            end.setblocking(False)  # set_wakeup_fd requires it: a signal handler must never block
+        try:
+            self._receiver.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            stamps = self._clocks_now()[0] is not None
+        except OSError:
+            stamps = False
+        if not stamps:
+            self._close_sockets()
+            return self
+        self._previous_wakeup_fd = signal.set_wakeup_fd(self._sender.fileno(), warn_on_full_buffer=False)
         _active_clock_pid = os.getpid()
-        self._thread = threading.Thread(target=self._read_arrivals, name="aggsim-signal-clock", daemon=True)
-        self._thread.start()
         self.active = True
         return self
 
-    def _read_arrivals(self) -> None:
+    def _clocks_now(self) -> tuple[Optional[int], int]:
+        """The kernel's clock and this process's (`time.time_ns()`) read together, from a probe's stamp and the
+        times around its sending (None for the kernel's if it did not stamp); signals before it are recorded."""
+        self._receive()  # room for the probe, whatever signals filled the buffer
+        before = time.time_ns()
+        try:
+            self._sender.send(_PROBE)
+        except OSError:  # a flood of signals refilled the buffer: no reading now
+            return None, before
+        after = time.time_ns()
+        return self._receive(until_probe=True), (before + after) // 2
+
+    def _receive(self, until_probe: bool = False) -> Optional[int]:
+        """Record the signals waiting in the socket; with `until_probe`, return the probe's stamp (None unstamped)."""
         while True:
             try:
-                data = os.read(self._read_fd, 64)
-            except OSError:
-                return
-            if not data:  # write end closed: the clock was stopped
-                return
-            now = time.time()
-            with self._lock:
-                self._arrivals.extend((signum, now) for signum in data)
+                data, control, _, _ = self._receiver.recvmsg(64, socket.CMSG_SPACE(_TIMESPEC.size))
+            except BlockingIOError:
+                return None
+            stamp = None
+            for level, kind, payload in control:
+                if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
+                    seconds, nanoseconds = _TIMESPEC.unpack(payload[: _TIMESPEC.size])
+                    stamp = seconds * 10**9 + nanoseconds
+            if data == _PROBE:
+                if until_probe:
+                    return stamp
+            elif stamp is not None:
+                self._arrivals.extend((signum, stamp) for signum in data)
 
     def __exit__(self, *exc_info: object) -> None:
         global _active_clock_pid
@@ -98,24 +140,26 @@ class SignalClock:
             return
         signal.set_wakeup_fd(self._previous_wakeup_fd if self._previous_wakeup_fd is not None else -1)
         _active_clock_pid = None
-        os.close(self._write_fd)
-        if self._thread is not None:
-            self._thread.join(timeout=1.0)
-        os.close(self._read_fd)
+        self._close_sockets()
         self.active = False
 
+    def _close_sockets(self) -> None:
+        for end in (self._receiver, self._sender):
+            if end is not None:
+                end.close()
+        self._receiver = self._sender = None
+
     def first_arrival(self, signum: int) -> Optional[float]:
-        """Seconds since the epoch when `signum` first arrived, or None if it was not seen."""
-        # The reader thread may lag the main thread by a scheduling quantum: give it a moment.
-        deadline = time.monotonic() + 0.2
-        while True:
-            with self._lock:
-                for seen, when in self._arrivals:
-                    if seen == int(signum):
-                        return when
-            if not self.active or time.monotonic() >= deadline:
-                return None
-            time.sleep(0.005)
+        """Seconds since the epoch, on this process's clock, when `signum` first arrived; None if it was not seen."""
+        if not self.active:
+            return None
+        kernel_now, own_now = self._clocks_now()
+        if kernel_now is None:
+            return None
+        for seen, stamp in self._arrivals:
+            if seen == int(signum):
+                return (own_now - (kernel_now - stamp)) / 1e9
+        return None
 
 
 def torchelastic_signals() -> list[signal.Signals]:

@@ -258,8 +258,8 @@ def test_aggregation_off_a_preemption_retries_with_the_preempted_node_s_clock_sk
     sigterm = next(e for e in first.timeline if e.kind == "sigterm" and e.pod == "train-worker-1")
     upload = next(e for e in first.timeline if e.kind == "upload" and e.recoverable)  # the preempted pod's
     skew = upload.stamp_seconds - sigterm.at_seconds  # the stamp is the preempted node's own clock's
-    if offset > 0:
-        assert skew == pytest.approx(offset, abs=0.15)
+    if offset > 0:  # the kernel stamps the arrival (`plugin/signal_clock.py`): measured within 1 ms of the kill
+        assert skew == pytest.approx(offset, abs=0.1)
     else:  # before the timebase's anchor (the SIGTERM) scenario time is compressed: only the sign is exact
         assert skew < 0
 

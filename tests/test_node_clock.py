@@ -4,8 +4,9 @@ its own files' times included, as on a real node, whose kernel stamps files from
 libfaketime shifts the clocks, but not the file times CPython reads (`stat64` and its kin, which libfaketime 0.9.10
 does not wrap): `localjob/node_clock/sitecustomize.py` shifts those. The recoverable plugin stamps a worker failure with
 its error file's mtime (`plugin/task.py` `refine_first_failure_timestamp`), so a skewed pod's refined stamp must be on
-the pod's clock, as the model puts it (`aggregation/pods.py` `Pod.worker_error`: the pod's own clock). Real processes,
-a fraction of a second each.
+the pod's clock, as the model puts it (`aggregation/pods.py` `Pod.worker_error`: the pod's own clock). The kernel
+stamps a signal's arrival on the true clock; the plugin gives it on the pod's. Real processes, a fraction of a second
+each.
 """
 
 from __future__ import annotations
@@ -107,3 +108,26 @@ def test_the_plugin_s_refined_stamp_in_a_skewed_pod_is_on_the_pod_s_clock(tmp_pa
     failed_at, refined = map(float, _skewed_run(_REFINE, offset, str(tmp_path / "error.json")).split())
     assert failed_at - COARSE_CLOCK <= refined <= failed_at + COARSE_CLOCK
     assert refined != int(failed_at)
+
+
+_SIGNAL_ARRIVAL = r"""
+import os, signal, sys, time
+sys.path.insert(0, sys.argv[1])
+from plugin.signal_clock import SignalClock
+signal.signal(signal.SIGUSR1, lambda *a: None)
+with SignalClock() as clock:
+    sent = time.time()
+    os.kill(os.getpid(), signal.SIGUSR1)
+    time.sleep(0.1)
+    print(repr(clock.first_arrival(signal.SIGUSR1) - sent))
+"""
+
+
+@pytest.mark.parametrize("offset", [-0.25, 100.0])
+def test_a_skewed_pod_s_signal_arrival_is_on_its_own_clock(offset) -> None:
+    """The kernel stamps a signal's arrival on the true clock (libfaketime shifts only what the pod's processes
+    read); the recoverable plugin's stamp (`plugin/signal_clock.py` `SignalClock.first_arrival`) is on the pod's
+    clock, as a real node's would be, so it lies just after the pod's own reading before the signal."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    after_sent = float(_skewed_run(_SIGNAL_ARRIVAL, offset, root))
+    assert -0.001 <= after_sent < 0.05

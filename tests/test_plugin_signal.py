@@ -16,6 +16,9 @@ pytestmark = pytest.mark.plugin
 
 torch_launcher = pytest.importorskip("torch.distributed.launcher.api")
 
+#: `SignalClock` reads the kernel's clock and the process's together, to within the microseconds a probe's send takes
+CLOCKS_READ_TOGETHER = 0.001
+
 
 @pytest.fixture
 def launcher(monkeypatch, tmp_path):
@@ -268,6 +271,7 @@ def test_signal_clock_sees_arrival_while_main_thread_is_busy():
     previous = signal.signal(signal.SIGUSR1, lambda *a: None)
     try:
         with SignalClock() as clock:
+            assert clock.active, "the kernel stamps Unix datagrams on Linux: the clock must be live"
             sent = time.time()
             os.kill(os.getpid(), signal.SIGUSR1)
             busy_until = time.time() + 0.3
@@ -277,7 +281,92 @@ def test_signal_clock_sees_arrival_while_main_thread_is_busy():
             assert clock.first_arrival(signal.SIGUSR2) is None
     finally:
         signal.signal(signal.SIGUSR1, previous)
-    assert arrival is not None and sent <= arrival < sent + 0.1
+    assert arrival is not None and sent - CLOCKS_READ_TOGETHER <= arrival < sent + 0.05
+
+
+def _seconds_of_sum(n: int) -> float:
+    started = time.perf_counter()
+    sum(range(n))
+    return time.perf_counter() - started
+
+
+def test_signal_clock_stamps_arrival_while_the_main_thread_holds_the_gil():
+    """A signal from another process lands while the main thread is inside one long C call (`sum` over a range
+    holds the GIL throughout). The kernel stamps the arrival: a thread stamping it with `time.time()` had to wait
+    for the GIL, and was measured 1.4 s late here (and ~175 ms late in a real agent under libfaketime)."""
+    import subprocess
+    import sys
+
+    from plugin.signal_clock import SignalClock
+
+    n = max(10**6, int(10**6 * 0.6 / max(_seconds_of_sum(10**6), 1e-6)))  # about 0.6 s of holding the GIL
+    sender = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, sys, time, signal\n"
+            "sys.stdin.read(1)\n"
+            "time.sleep(0.1)\n"
+            "print(repr(time.time()), flush=True)\n"
+            f"os.kill({os.getpid()}, signal.SIGUSR1)\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    previous = signal.signal(signal.SIGUSR1, lambda *a: None)
+    try:
+        with SignalClock() as clock:
+            sender.stdin.write("go")
+            sender.stdin.close()
+            sum(range(n))
+            held_until = time.time()
+            sent = float(sender.stdout.read())
+            arrival = clock.first_arrival(signal.SIGUSR1)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        sender.kill()
+        sender.wait()
+    assert sent < held_until - 0.2, "the signal must land while the GIL is held, or this checks nothing"
+    assert arrival is not None and sent - CLOCKS_READ_TOGETHER <= arrival < sent + 0.05
+
+
+def test_signal_clock_answers_on_the_process_s_own_clock(monkeypatch):
+    """The kernel's stamp says how long ago the signal arrived; the answer is on `time.time()`'s clock, which
+    flytekit stamps its errors with (a pod on a skewed node, as libfaketime plays one, reads a shifted clock)."""
+    from plugin.signal_clock import SignalClock
+
+    true_ns = time.time_ns
+    previous = signal.signal(signal.SIGUSR1, lambda *a: None)
+    try:
+        with SignalClock() as clock:
+            sent = time.time()
+            os.kill(os.getpid(), signal.SIGUSR1)
+            time.sleep(0.2)
+            monkeypatch.setattr(time, "time_ns", lambda: true_ns() + 100 * 10**9)
+            arrival = clock.first_arrival(signal.SIGUSR1)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert sent + 100 - CLOCKS_READ_TOGETHER <= arrival < sent + 100.05
+
+
+def test_signal_clock_is_inert_where_the_kernel_does_not_stamp(monkeypatch):
+    """Where datagrams come without a receive stamp (the probe on entry finds none), the clock does not take
+    the wakeup descriptor and says nothing, so the plugin falls back to the time it catches the signal."""
+    import socket
+
+    from plugin import signal_clock
+
+    monkeypatch.setattr(signal_clock, "_SO_TIMESTAMPNS", socket.SO_PASSCRED)  # accepted, but stamps nothing
+    previous = signal.signal(signal.SIGUSR1, lambda *a: None)
+    try:
+        with signal_clock.SignalClock() as clock:
+            assert not clock.active
+            assert signal.set_wakeup_fd(-1) == -1  # the wakeup descriptor was left alone
+            os.kill(os.getpid(), signal.SIGUSR1)
+            assert clock.first_arrival(signal.SIGUSR1) is None
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
 
 
 def test_a_worker_torch_did_not_report_is_still_the_pod_s_first_failure(tmp_path, monkeypatch, launcher):
