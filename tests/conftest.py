@@ -35,6 +35,9 @@ BUSY_MAP_ORDER_TIE = str(
 #: trails the failure (`pod_timings[0].timings.file_time_lag_seconds`)
 LAGGING_MTIME = str(ROOT / "tests" / "data" / "genuine_error_with_a_lagging_mtime.textproto")
 AGGSIM = str(Path(sys.executable).parent / "aggsim")
+#: how closely `plugin/signal_clock.py` reads the kernel's clock and the process's together: half the narrowest of up
+#: to five probes' sends (microseconds; a few milliseconds only if the process is descheduled around all five)
+CLOCKS_READ_TOGETHER = 0.005
 T0 = 1_796_000_000 * 10**9  # an arbitrary instant, in ns
 
 PLUGIN_MODULES = ("torch", "flytekit", "flytekitplugins.kfpytorch")

@@ -16,8 +16,7 @@ pytestmark = pytest.mark.plugin
 
 torch_launcher = pytest.importorskip("torch.distributed.launcher.api")
 
-#: `SignalClock` reads the kernel's clock and the process's together, to within the microseconds a probe's send takes
-CLOCKS_READ_TOGETHER = 0.001
+from conftest import CLOCKS_READ_TOGETHER  # noqa: E402
 
 
 @pytest.fixture
@@ -285,9 +284,26 @@ def test_signal_clock_sees_arrival_while_main_thread_is_busy():
 
 
 def _seconds_of_sum(n: int) -> float:
-    started = time.perf_counter()
-    sum(range(n))
-    return time.perf_counter() - started
+    """How long `sum(range(n))` holds the GIL here: the least of three tries (a try can be descheduled)."""
+    took = []
+    for _ in range(3):
+        started = time.perf_counter()
+        sum(range(n))
+        took.append(time.perf_counter() - started)
+    return min(took)
+
+
+#: a process that signals the test's process when told: it answers "ready" first (its start is not timed), then
+#: on "go" waits 0.1 s and prints its clock before and after the kill
+_SIGNAL_SENDER = """
+import os, signal, sys, time
+print("ready", flush=True)
+sys.stdin.read(1)
+time.sleep(0.1)
+before = time.time()
+os.kill(int(sys.argv[1]), signal.SIGUSR1)
+print(repr(before), repr(time.time()), flush=True)
+"""
 
 
 def test_signal_clock_stamps_arrival_while_the_main_thread_holds_the_gil():
@@ -299,36 +315,30 @@ def test_signal_clock_stamps_arrival_while_the_main_thread_holds_the_gil():
 
     from plugin.signal_clock import SignalClock
 
-    n = max(10**6, int(10**6 * 0.6 / max(_seconds_of_sum(10**6), 1e-6)))  # about 0.6 s of holding the GIL
+    n = max(10**6, int(10**6 * 1.0 / max(_seconds_of_sum(10**6), 1e-6)))  # about a second of holding the GIL
     sender = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import os, sys, time, signal\n"
-            "sys.stdin.read(1)\n"
-            "time.sleep(0.1)\n"
-            "print(repr(time.time()), flush=True)\n"
-            f"os.kill({os.getpid()}, signal.SIGUSR1)\n",
-        ],
+        [sys.executable, "-c", _SIGNAL_SENDER, str(os.getpid())],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     previous = signal.signal(signal.SIGUSR1, lambda *a: None)
     try:
+        assert sender.stdout.readline().strip() == "ready"
         with SignalClock() as clock:
             sender.stdin.write("go")
             sender.stdin.close()
             sum(range(n))
             held_until = time.time()
-            sent = float(sender.stdout.read())
+            before, after = map(float, sender.stdout.read().split())
             arrival = clock.first_arrival(signal.SIGUSR1)
     finally:
         signal.signal(signal.SIGUSR1, previous)
         sender.kill()
         sender.wait()
-    assert sent < held_until - 0.2, "the signal must land while the GIL is held, or this checks nothing"
-    assert arrival is not None and sent - CLOCKS_READ_TOGETHER <= arrival < sent + 0.05
+    assert after < held_until - 0.3, "the signal must land while the GIL is held, or this checks nothing"
+    # the kernel stamps it when this process next runs (at once, unless a loaded machine keeps it waiting)
+    assert arrival is not None and before - CLOCKS_READ_TOGETHER <= arrival < after + 0.1
 
 
 def test_signal_clock_answers_on_the_process_s_own_clock(monkeypatch):
@@ -348,6 +358,24 @@ def test_signal_clock_answers_on_the_process_s_own_clock(monkeypatch):
     finally:
         signal.signal(signal.SIGUSR1, previous)
     assert sent + 100 - CLOCKS_READ_TOGETHER <= arrival < sent + 100.05
+
+
+def test_a_flood_of_signals_keeps_the_first_arrival_and_never_raises():
+    """The socket holds a few hundred signals until the plugin asks; later ones are dropped by CPython's trampoline
+    (no warning, no error), and the first arrival, the one the plugin reports, is kept."""
+    from plugin.signal_clock import SignalClock
+
+    previous = signal.signal(signal.SIGUSR1, lambda *a: None)
+    try:
+        with SignalClock() as clock:
+            sent = time.time()
+            for _ in range(1000):
+                os.kill(os.getpid(), signal.SIGUSR1)
+            first = clock.first_arrival(signal.SIGUSR1)
+            assert clock.first_arrival(signal.SIGUSR2) is None
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert first is not None and sent - CLOCKS_READ_TOGETHER <= first < sent + 0.05
 
 
 def test_signal_clock_is_inert_where_the_kernel_does_not_stamp(monkeypatch):
