@@ -11,8 +11,8 @@ C-level signal trampoline write the signal number to a descriptor the moment the
 included. That descriptor is one end of a Unix datagram socket pair whose other end asks for
 receive timestamps (`SO_TIMESTAMPNS`), so each signal's byte is stamped by the kernel as it is
 written. Nothing runs until the plugin asks, and nothing in torch is patched. (A thread that stamped
-the byte with `time.time()` needed the GIL first: measured, in a real agent under libfaketime it
-stamped ~175 ms after the signal, once the main thread let it run.)
+the byte with `time.time()` needed the GIL first, so a main thread holding it in a long C call made
+the stamp as late; measured, in a real agent under libfaketime it stamped ~175 ms after the signal.)
 
 The kernel says how long ago the signal arrived; the answer is given on this process's clock,
 `time.time()`, which flytekit stamps its errors with: a probe datagram sent when asked carries the
