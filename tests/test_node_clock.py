@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CLOCKS_READ_TOGETHER
+from conftest import CLOCKS_READ_TOGETHER, ROOT
 
 from localjob.pod import clock_offset_environment, libfaketime_path
 
@@ -129,6 +129,5 @@ def test_a_skewed_pod_s_signal_arrival_is_on_its_own_clock(offset) -> None:
     """The kernel stamps a signal's arrival on the true clock (libfaketime shifts only what the pod's processes
     read); the recoverable plugin's stamp (`plugin/signal_clock.py` `SignalClock.first_arrival`) is on the pod's
     clock, as a real node's would be, so it lies just after the pod's own reading before the signal."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    after_sent = float(_skewed_run(_SIGNAL_ARRIVAL, offset, root))
+    after_sent = float(_skewed_run(_SIGNAL_ARRIVAL, offset, str(ROOT)))
     assert -CLOCKS_READ_TOGETHER <= after_sent < 0.05

@@ -20,6 +20,14 @@ from conftest import CLOCKS_READ_TOGETHER  # noqa: E402
 
 
 @pytest.fixture
+def sigusr1_handled():
+    """SIGUSR1 with a Python handler that does nothing (the signal clock sees only handled signals), restored after."""
+    previous = signal.signal(signal.SIGUSR1, lambda *a: None)
+    yield
+    signal.signal(signal.SIGUSR1, previous)
+
+
+@pytest.fixture
 def launcher(monkeypatch, tmp_path):
     """Replace torch's `elastic_launch` with a scripted one; upstream imports it at call time."""
     # the launch's configuration makes torch's log directory (`torchelastic_*`) in the temp directory, a pod's own
@@ -263,23 +271,19 @@ def test_first_failure_stamp_is_kept_when_the_mtime_disagrees(tmp_path, monkeypa
     assert refine_first_failure_timestamp(failure) == failure.timestamp
 
 
-def test_signal_clock_sees_arrival_while_main_thread_is_busy():
+def test_signal_clock_sees_arrival_while_main_thread_is_busy(sigusr1_handled):
     """`signal.set_wakeup_fd` is written by CPython's C trampoline, before any Python handler runs."""
     from plugin.signal_clock import SignalClock
 
-    previous = signal.signal(signal.SIGUSR1, lambda *a: None)
-    try:
-        with SignalClock() as clock:
-            assert clock.active, "the kernel stamps Unix datagrams on Linux: the clock must be live"
-            sent = time.time()
-            os.kill(os.getpid(), signal.SIGUSR1)
-            busy_until = time.time() + 0.3
-            while time.time() < busy_until:  # the Python handler cannot run mid-bytecode; the clock does not care
-                pass
-            arrival = clock.first_arrival(signal.SIGUSR1)
-            assert clock.first_arrival(signal.SIGUSR2) is None
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
+    with SignalClock() as clock:
+        assert clock.active, "the kernel stamps Unix datagrams on Linux: the clock must be live"
+        sent = time.time()
+        os.kill(os.getpid(), signal.SIGUSR1)
+        busy_until = time.time() + 0.3
+        while time.time() < busy_until:  # the Python handler cannot run mid-bytecode; the clock does not care
+            pass
+        arrival = clock.first_arrival(signal.SIGUSR1)
+        assert clock.first_arrival(signal.SIGUSR2) is None
     assert arrival is not None and sent - CLOCKS_READ_TOGETHER <= arrival < sent + 0.05
 
 
@@ -306,7 +310,7 @@ print(repr(before), repr(time.time()), flush=True)
 """
 
 
-def test_signal_clock_stamps_arrival_while_the_main_thread_holds_the_gil():
+def test_signal_clock_stamps_arrival_while_the_main_thread_holds_the_gil(sigusr1_handled):
     """A signal from another process lands while the main thread is inside one long C call (`sum` over a range
     holds the GIL throughout). The kernel stamps the arrival: a thread stamping it with `time.time()` had to wait
     for the GIL, and was measured 1.4 s late here (and ~175 ms late in a real agent under libfaketime)."""
@@ -322,7 +326,6 @@ def test_signal_clock_stamps_arrival_while_the_main_thread_holds_the_gil():
         stdout=subprocess.PIPE,
         text=True,
     )
-    previous = signal.signal(signal.SIGUSR1, lambda *a: None)
     try:
         assert sender.stdout.readline().strip() == "ready"
         with SignalClock() as clock:
@@ -333,7 +336,6 @@ def test_signal_clock_stamps_arrival_while_the_main_thread_holds_the_gil():
             before, after = map(float, sender.stdout.read().split())
             arrival = clock.first_arrival(signal.SIGUSR1)
     finally:
-        signal.signal(signal.SIGUSR1, previous)
         sender.kill()
         sender.wait()
     assert after < held_until - 0.3, "the signal must land while the GIL is held, or this checks nothing"
@@ -341,44 +343,36 @@ def test_signal_clock_stamps_arrival_while_the_main_thread_holds_the_gil():
     assert arrival is not None and before - CLOCKS_READ_TOGETHER <= arrival < after + 0.1
 
 
-def test_signal_clock_answers_on_the_process_s_own_clock(monkeypatch):
+def test_signal_clock_answers_on_the_process_s_own_clock(monkeypatch, sigusr1_handled):
     """The kernel's stamp says how long ago the signal arrived; the answer is on `time.time()`'s clock, which
     flytekit stamps its errors with (a pod on a skewed node, as libfaketime plays one, reads a shifted clock)."""
     from plugin.signal_clock import SignalClock
 
     true_ns = time.time_ns
-    previous = signal.signal(signal.SIGUSR1, lambda *a: None)
-    try:
-        with SignalClock() as clock:
-            sent = time.time()
-            os.kill(os.getpid(), signal.SIGUSR1)
-            time.sleep(0.2)
-            monkeypatch.setattr(time, "time_ns", lambda: true_ns() + 100 * 10**9)
-            arrival = clock.first_arrival(signal.SIGUSR1)
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
+    with SignalClock() as clock:
+        sent = time.time()
+        os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(0.2)
+        monkeypatch.setattr(time, "time_ns", lambda: true_ns() + 100 * 10**9)
+        arrival = clock.first_arrival(signal.SIGUSR1)
     assert sent + 100 - CLOCKS_READ_TOGETHER <= arrival < sent + 100.05
 
 
-def test_a_flood_of_signals_keeps_the_first_arrival_and_never_raises():
+def test_a_flood_of_signals_keeps_the_first_arrival_and_never_raises(sigusr1_handled):
     """The socket holds a few hundred signals until the plugin asks; later ones are dropped by CPython's trampoline
     (no warning, no error), and the first arrival, the one the plugin reports, is kept."""
     from plugin.signal_clock import SignalClock
 
-    previous = signal.signal(signal.SIGUSR1, lambda *a: None)
-    try:
-        with SignalClock() as clock:
-            sent = time.time()
-            for _ in range(1000):
-                os.kill(os.getpid(), signal.SIGUSR1)
-            first = clock.first_arrival(signal.SIGUSR1)
-            assert clock.first_arrival(signal.SIGUSR2) is None
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
+    with SignalClock() as clock:
+        sent = time.time()
+        for _ in range(1000):
+            os.kill(os.getpid(), signal.SIGUSR1)
+        first = clock.first_arrival(signal.SIGUSR1)
+        assert clock.first_arrival(signal.SIGUSR2) is None
     assert first is not None and sent - CLOCKS_READ_TOGETHER <= first < sent + 0.05
 
 
-def test_signal_clock_is_inert_where_the_kernel_does_not_stamp(monkeypatch):
+def test_signal_clock_is_inert_where_the_kernel_does_not_stamp(monkeypatch, sigusr1_handled):
     """Where datagrams come without a receive stamp (the probe on entry finds none), the clock does not take
     the wakeup descriptor and says nothing, so the plugin falls back to the time it catches the signal."""
     import socket
@@ -386,15 +380,11 @@ def test_signal_clock_is_inert_where_the_kernel_does_not_stamp(monkeypatch):
     from plugin import signal_clock
 
     monkeypatch.setattr(signal_clock, "_SO_TIMESTAMPNS", socket.SO_PASSCRED)  # accepted, but stamps nothing
-    previous = signal.signal(signal.SIGUSR1, lambda *a: None)
-    try:
-        with signal_clock.SignalClock() as clock:
-            assert not clock.active
-            assert signal.set_wakeup_fd(-1) == -1  # the wakeup descriptor was left alone
-            os.kill(os.getpid(), signal.SIGUSR1)
-            assert clock.first_arrival(signal.SIGUSR1) is None
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
+    with signal_clock.SignalClock() as clock:
+        assert not clock.active
+        assert signal.set_wakeup_fd(-1) == -1  # the wakeup descriptor was left alone
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert clock.first_arrival(signal.SIGUSR1) is None
 
 
 def test_a_worker_torch_did_not_report_is_still_the_pod_s_first_failure(tmp_path, monkeypatch, launcher):
