@@ -77,9 +77,8 @@ class RecoverablePlugin(PodPlugin):
         """`plugin/task.py` `refine_first_failure_timestamp`: the worker's error file's mtime (the reading less the
         kernel's coarse-clock lag; less than 0 where the write's clock read comes after torch's) where it lies in
         torch's whole second or up to `FILE_TIME_GRAIN_SECONDS` before it, else torch's second. Both sides are read
-        on the nanosecond, as every reading is, so a float's rounding decides nothing."""
-        if not file_time_lag:
-            return failed_at  # the mtime is the reading: always within torch's second
+        on the nanosecond, as every reading is, so a float's rounding decides nothing. No lag is no case of its own
+        (the mtime is then the reading, always within torch's second): asking would split a proof at lag = 0."""
         mtime = on_the_clock(failed_at - file_time_lag)
         second = whole_second(failed_at)
         trusted = on_the_clock(second - defaults.FILE_TIME_GRAIN_SECONDS) <= mtime < second + 1

@@ -556,6 +556,20 @@ def test_a_lagging_mtime_against_a_signal_s_stamp_is_decided_not_left_unknown() 
     assert trailing.holds and not on_time.holds
 
 
+def test_a_lag_of_zero_is_no_boundary_of_its_own() -> None:
+    """`plugin_variants.RecoverablePlugin.worker_failure_stamp` mirrors `plugin/task.py`
+    `refine_first_failure_timestamp`, which has no case for an mtime equal to the reading: with no lag the mtime lies in
+    torch's second and is the stamp, as the window's rule gives. Asking "no lag?" first split every path of a box that
+    varies the lag in two (lag = 0 and the rest: 97 paths where 75 answer), and a counterexample read
+    "file_time_lag_seconds = 0 and ...". No path's condition holds the lag to zero or away from it."""
+    proof = _proof(LAGGING_MTIME, "genuine-error-wins", LAG_BOX, "recoverable", True, max_seconds=120)
+    assert not proof.reason, proof.reason
+    lag = ("var", LAG_BOX[0].split("=")[0])
+    alone = {(((lag, 1),), 0), (((lag, -1),), 0)}  # the term `lag` (or `-lag`), compared with zero
+    held = [c for path in proof.paths for c in path.constraints if c[0] in alone]
+    assert not held, held
+
+
 @pytest.mark.parametrize("case", EXACTNESS_CASES, ids=_case_id)
 def test_every_witness_replayed_on_plain_floats_does_what_its_path_recorded(case) -> None:
     """A path with an inside (no equality in its condition) has a float witness, and the plain simulator on plain
@@ -786,6 +800,66 @@ def test_generated_refused_regions_tile_with_the_rest_and_the_plain_simulator_re
             assert P.behaviour_of(replayed) == path.behaviour or _within_rounding_of(
                 proof, path.choices, path.witness, P.behaviour_of(replayed)
             )
+    for _ in range(10):
+        point = {i.field: _in_box(i, data.draw(st.floats(float(i.low), float(i.high)))) for i in proof.intervals}
+        choices = tuple((c.field, data.draw(st.sampled_from(c.values))) for c in proof.choices)
+        _agrees_but_for_rounding(proof, choices, point)
+
+
+@settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data())
+def test_generated_boxes_over_an_error_file_s_lag_are_proved_exactly(data) -> None:
+    """The recoverable plugin stamps a worker's failure with its error file's mtime where that lies in torch's whole
+    second or up to 20 ms before it, else with the second (`plugin/task.py` `refine_first_failure_timestamp`;
+    `plugin_variants.RecoverablePlugin.worker_failure_stamp`), and with aggregation on the earliest stamp wins
+    (`remote_file_output_reader.go`). A box drawn at random varies a lag where it matters in about one draw in 500
+    (a recoverable pod with a lag of its own, a worker error on it, the failure near a whole second). Here a generated
+    scenario always gets a genuine error on one pod and a sibling's preemption within 100 ms of it, with that pod's lag
+    varied across the window's edges (-50..50 ms) and the error's moment over a whole second: the lag splits the box
+    in about half the draws (in the rest the attempt ends first or the failure is read elsewhere), and decides what
+    propeller reads in a few. The paths tile the box and the plain simulator does what each recorded, as for any
+    generated box."""
+    message = data.draw(
+        scenarios(plugins=("recoverable",), aggregation=True, max_pods=3, max_attempts=1, max_events=2),
+        label="scenario",
+    )
+    if len(message.job.pods) == 1:
+        message.job.pods.append("train-worker-1")
+    pod, sibling = data.draw(st.permutations(list(message.job.pods)), label="pods")[:2]
+    error_ms = data.draw(st.integers(1000, round(message.task.training_seconds * 1000) - 1000), label="error at ms")
+    signal_ms = error_ms + data.draw(st.integers(-100, 100), label="signal after the error, ms")
+    events = message.attempts[0].events
+    error = events.add(at_seconds=error_ms / 1000, pod=pod)
+    error.worker_error.message = "ValueError: bad batch"
+    error.worker_error.recoverable = data.draw(st.booleans(), label="recoverable")
+    events.add(at_seconds=signal_ms / 1000, pod=sibling).preemption.SetInParent()
+    index = next((k for k, o in enumerate(message.pod_timings) if o.pod == pod), None)
+    if index is None:
+        message.pod_timings.add(pod=pod)
+        index = len(message.pod_timings) - 1
+    message.pod_timings[index].timings.file_time_lag_seconds = 0.0
+    lag = f"pod_timings[{index}].timings.file_time_lag_seconds"
+    error_at = f"attempts[0].events[{len(events) - 2}].at_seconds"
+    varies = (f"{lag}=-0.05..0.05", f"{error_at}={(error_ms - 500) / 1000}..{(error_ms + 500) / 1000}")
+    source = parse_scenario_source(text_format.MessageToString(message), "<generated>")
+    ranges = [P.parse_range(v, source.message) for v in varies]
+    try:
+        proof = P.prove(source, P.parse_claim("phase=SUCCEEDED", source.message), ranges, max_paths=80, max_seconds=20)
+    except P.ProveError as e:
+        assert "the box holds scenarios that are no valid input" in str(e), e
+        event("refused")
+        return
+    if proof.reason:
+        event("no complete answer")
+        return
+    split = [p for p in proof.paths if repr(("var", lag)) in repr(p.constraints)]
+    event("the lag splits the box" if split else "the lag decides nothing")
+    if len({p.behaviour for p in split}) > 1:
+        event("...and decides what propeller reads")
+    for path in proof.paths:
+        if P.replayable(path):
+            behaviour = P.behaviour_of(proof.replay(path))
+            assert behaviour == path.behaviour or _within_rounding_of(proof, path.choices, path.witness, behaviour)
     for _ in range(10):
         point = {i.field: _in_box(i, data.draw(st.floats(float(i.low), float(i.high)))) for i in proof.intervals}
         choices = tuple((c.field, data.draw(st.sampled_from(c.values))) for c in proof.choices)
