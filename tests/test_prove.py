@@ -730,6 +730,45 @@ def test_at_whole_nanoseconds_the_plain_simulator_does_exactly_what_the_path_rec
     check()
 
 
+def _generated_proof(message, varies, max_paths: int):
+    """`phase=SUCCEEDED` proved over `varies` on a generated scenario, or None where there is nothing to check: a box
+    holding an invalid scenario, refused as it must be, or an answer left incomplete (the budget ran out, or a run the
+    prover cannot follow), which is never an answer."""
+    source = parse_scenario_source(text_format.MessageToString(message), "<generated>")
+    ranges = [P.parse_range(v, source.message) for v in varies]
+    try:
+        proof = P.prove(
+            source, P.parse_claim("phase=SUCCEEDED", source.message), ranges, max_paths=max_paths, max_seconds=20
+        )
+    except P.ProveError as e:
+        assert "the box holds scenarios that are no valid input" in str(e), e
+        event("refused")
+        return None
+    if proof.reason:
+        event("no complete answer")
+        return None
+    return proof
+
+
+def _witnesses_replay(proof, paths) -> None:
+    """Each of `paths`' float witnesses, replayed by the plain simulator, does what its path recorded (a float sum
+    rounded across a boundary excepted)."""
+    for path in paths:
+        if P.replayable(path):
+            behaviour = P.behaviour_of(proof.replay(path))
+            assert behaviour == path.behaviour or _within_rounding_of(proof, path.choices, path.witness, behaviour)
+
+
+def _random_points_agree(proof, data) -> None:
+    """Ten points drawn at random from the box, with its discrete choices: each lies in exactly one path (one per map
+    order where Go's decides the job), whose behaviour the plain simulator reproduces there
+    (`_agrees_but_for_rounding`)."""
+    for _ in range(10):
+        point = {i.field: _in_box(i, data.draw(st.floats(float(i.low), float(i.high)))) for i in proof.intervals}
+        choices = tuple((c.field, data.draw(st.sampled_from(c.values))) for c in proof.choices)
+        _agrees_but_for_rounding(proof, choices, point)
+
+
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.data())
 def test_generated_scenarios_and_boxes_are_proved_exactly(data) -> None:
@@ -742,28 +781,14 @@ def test_generated_scenarios_and_boxes_are_proved_exactly(data) -> None:
     there too."""
     message = data.draw(scenarios(max_pods=3, max_attempts=2, max_events=3), label="scenario")
     varies = data.draw(boxes(message), label="varies")
-    source = parse_scenario_source(text_format.MessageToString(message), "<generated>")
-    ranges = [P.parse_range(v, source.message) for v in varies]
-    try:
-        proof = P.prove(source, P.parse_claim("phase=SUCCEEDED", source.message), ranges, max_paths=60, max_seconds=20)
-    except P.ProveError as e:
-        assert "the box holds scenarios that are no valid input" in str(e), e
-        event("refused")
+    proof = _generated_proof(message, varies, max_paths=60)
+    if proof is None:
         return
-    if proof.reason:
-        event("no complete answer")
-        return  # the budget ran out, or a run the prover cannot follow: never an answer, nothing to check
     event(f"answered: {'one path' if len(proof.paths) == 1 else 'several paths'}")
     if proof.refusals:
         event("the model refuses part of the box")
-    for path in proof.paths:
-        if P.replayable(path):
-            behaviour = P.behaviour_of(proof.replay(path))
-            assert behaviour == path.behaviour or _within_rounding_of(proof, path.choices, path.witness, behaviour)
-    for _ in range(10):
-        point = {i.field: _in_box(i, data.draw(st.floats(float(i.low), float(i.high)))) for i in proof.intervals}
-        choices = tuple((c.field, data.draw(st.sampled_from(c.values))) for c in proof.choices)
-        _agrees_but_for_rounding(proof, choices, point)
+    _witnesses_replay(proof, proof.paths)
+    _random_points_agree(proof, data)
 
 
 @settings(max_examples=30, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -794,16 +819,8 @@ def test_generated_refused_regions_tile_with_the_rest_and_the_plain_simulator_re
         event("no complete answer")
         return
     event("refused regions" if proof.refusals else "nothing refused")
-    for path in proof.refusals:
-        if P.replayable(path):
-            replayed = proof.replay(path)
-            assert P.behaviour_of(replayed) == path.behaviour or _within_rounding_of(
-                proof, path.choices, path.witness, P.behaviour_of(replayed)
-            )
-    for _ in range(10):
-        point = {i.field: _in_box(i, data.draw(st.floats(float(i.low), float(i.high)))) for i in proof.intervals}
-        choices = tuple((c.field, data.draw(st.sampled_from(c.values))) for c in proof.choices)
-        _agrees_but_for_rounding(proof, choices, point)
+    _witnesses_replay(proof, proof.refusals)
+    _random_points_agree(proof, data)
 
 
 @settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -841,29 +858,15 @@ def test_generated_boxes_over_an_error_file_s_lag_are_proved_exactly(data) -> No
     lag = f"pod_timings[{index}].timings.file_time_lag_seconds"
     error_at = f"attempts[0].events[{len(events) - 2}].at_seconds"
     varies = (f"{lag}=-0.05..0.05", f"{error_at}={(error_ms - 500) / 1000}..{(error_ms + 500) / 1000}")
-    source = parse_scenario_source(text_format.MessageToString(message), "<generated>")
-    ranges = [P.parse_range(v, source.message) for v in varies]
-    try:
-        proof = P.prove(source, P.parse_claim("phase=SUCCEEDED", source.message), ranges, max_paths=80, max_seconds=20)
-    except P.ProveError as e:
-        assert "the box holds scenarios that are no valid input" in str(e), e
-        event("refused")
-        return
-    if proof.reason:
-        event("no complete answer")
+    proof = _generated_proof(message, varies, max_paths=80)
+    if proof is None:
         return
     split = [p for p in proof.paths if repr(("var", lag)) in repr(p.constraints)]
     event("the lag splits the box" if split else "the lag decides nothing")
     if len({p.behaviour for p in split}) > 1:
         event("...and decides what propeller reads")
-    for path in proof.paths:
-        if P.replayable(path):
-            behaviour = P.behaviour_of(proof.replay(path))
-            assert behaviour == path.behaviour or _within_rounding_of(proof, path.choices, path.witness, behaviour)
-    for _ in range(10):
-        point = {i.field: _in_box(i, data.draw(st.floats(float(i.low), float(i.high)))) for i in proof.intervals}
-        choices = tuple((c.field, data.draw(st.sampled_from(c.values))) for c in proof.choices)
-        _agrees_but_for_rounding(proof, choices, point)
+    _witnesses_replay(proof, proof.paths)
+    _random_points_agree(proof, data)
 
 
 @pytest.mark.parametrize("case", EXACTNESS_CASES, ids=_case_id)
