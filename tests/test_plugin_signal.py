@@ -7,6 +7,9 @@ the workers down, re-raise).
 
 import os
 import signal
+import socket
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -314,9 +317,6 @@ def test_signal_clock_stamps_arrival_while_the_main_thread_holds_the_gil(sigusr1
     """A signal from another process lands while the main thread is inside one long C call (`sum` over a range
     holds the GIL throughout). The kernel stamps the arrival: a thread stamping it with `time.time()` had to wait
     for the GIL, and was measured 1.4 s late here (and ~175 ms late in a real agent under libfaketime)."""
-    import subprocess
-    import sys
-
     from plugin.signal_clock import SignalClock
 
     n = max(10**6, int(10**6 * 1.0 / max(_seconds_of_sum(10**6), 1e-6)))  # about a second of holding the GIL
@@ -375,8 +375,6 @@ def test_a_flood_of_signals_keeps_the_first_arrival_and_never_raises(sigusr1_han
 def test_signal_clock_is_inert_where_the_kernel_does_not_stamp(monkeypatch, sigusr1_handled):
     """Where datagrams come without a receive stamp (the probe on entry finds none), the clock does not take
     the wakeup descriptor and says nothing, so the plugin falls back to the time it catches the signal."""
-    import socket
-
     from plugin import signal_clock
 
     monkeypatch.setattr(signal_clock, "_SO_TIMESTAMPNS", socket.SO_PASSCRED)  # accepted, but stamps nothing
