@@ -9,8 +9,10 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -78,6 +80,50 @@ def leftover_processes(directory: Path) -> list[str]:
     return found
 
 
+#: the signals that stop a test session as Ctrl-C does: a CI job cancelled or timed out and `kill` send SIGTERM, a
+#: closed terminal SIGHUP
+STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def pytest_configure(config):
+    """SIGTERM or SIGHUP stops the session the way Ctrl-C does (a KeyboardInterrupt where the test is), so every `with`
+    block and fixture of a real test runs on the way out and kills its pods: Python's default action for either ends
+    the process at once and leaves each real run's pods running (they sit in sessions of their own, as a kubelet's
+    containers do, so no signal to the test's process group reaches them)."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # only the main thread may set handlers (pytest run in-process by a caller's thread)
+    for signum in STOPPING_SIGNALS:
+        signal.signal(signum, lambda signum, frame: _stop_the_session(config, signum))
+
+
+def _stop_the_session(config, signum: int) -> None:
+    for other in STOPPING_SIGNALS:  # the first signal decides; a second must not cut the cleanup short
+        signal.signal(other, signal.SIG_IGN)
+    if config.pluginmanager.has_plugin("dsession"):
+        # pytest-xdist's controller: its workers run the tests, and it would stop them with SIGKILL after a wait, so
+        # they get the signal too (a CI runner may signal the controller alone)
+        for pid in _children():
+            try:
+                os.kill(pid, signum)
+            except OSError:
+                pass
+    raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
+
+
+def _children() -> list[int]:
+    """The processes whose parent is this one."""
+    me = str(os.getpid())
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text() if proc.name.isdigit() else ""
+        except OSError:
+            continue
+        if stat and stat.rsplit(")", 1)[1].split()[1] == me:  # after the command name, which may hold ") "
+            found.append(int(proc.name))
+    return found
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests that share the session's real runs (`real_runs`) run in one pytest-xdist worker, so each run is made
     once; tests of the plugin need flytekit and torch (the `plugin` extra): say so instead of failing to import."""
@@ -123,7 +169,6 @@ def no_pod_outlives_a_real_test(request):
     yield
     if "real" not in request.keywords:
         return
-    import signal
     import time
 
     deadline = time.monotonic() + 5
@@ -148,6 +193,20 @@ def start_aggsim(tmpdir: Path, *args: str) -> subprocess.Popen:
         text=True,
         start_new_session=True,
     )
+
+
+def stop_aggsim(process: subprocess.Popen) -> None:
+    """End an `aggsim` of `start_aggsim` that is still running (a test timed out or the session is stopping): SIGTERM,
+    which it answers by stopping and reaping every pod it started, then SIGKILL to its process group after 30 s. A
+    SIGKILL alone would leave its pods running: each sits in a session of its own."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -303,7 +362,6 @@ class RealRuns:
 
     def run(self, scenario: str, plugin: str, index: int = 0) -> RealRun:
         """The `index`-th real run of the shipped `scenario` with `plugin`."""
-        import signal
         import tempfile
 
         key = (scenario, plugin, index)
@@ -314,9 +372,7 @@ class RealRuns:
             try:
                 stdout, stderr = process.communicate(timeout=540)
             finally:
-                if process.poll() is None:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.communicate()
+                stop_aggsim(process)
             assert leftover_processes(tmpdir) == [], f"a pod, agent or worker outlived the run in {tmpdir}"
             if process.returncode == 0:
                 assert list(tmpdir.iterdir()) == [], f"a run that agreed left files in {tmpdir}"

@@ -10,6 +10,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -104,3 +105,63 @@ def test_a_clean_run_leaves_no_process_and_nothing_in_tmpdir(real_runs):
     assert run.returncode == 0, run.stderr[-2000:]
     assert leftover_processes(run.tmpdir) == []
     assert list(run.tmpdir.iterdir()) == []
+
+
+#: real tests as the project's own make them: a run in the test session's process (`localjob.runner.run_local`), or
+#: a shared run of `aggsim run-local` in a process of its own (`conftest.RealRuns`)
+IN_THE_SESSION = f"""
+from aggregation.scenario import load_scenario
+from localjob.runner import run_local
+
+
+def test_a_real_run(tmp_path):
+    run_local(load_scenario({PREEMPTION!r}, "recoverable"), tmp_path / "run")
+"""
+SHARED = """
+def test_a_shared_real_run(real_runs):
+    real_runs.run("preemption_during_training", "recoverable")
+"""
+
+
+@pytest.mark.parametrize(
+    "test, workers",
+    [(IN_THE_SESSION, 0), (IN_THE_SESSION, 1), (SHARED, 0)],
+    ids=["run in the session", "run in an xdist worker, the controller alone signalled", "shared aggsim run"],
+)
+def test_a_test_session_stopped_by_sigterm_mid_run_kills_the_run_s_pods(tmp_path, test, workers):
+    """A CI job cancelled or timed out SIGTERMs pytest during a real run (here as the run's pods start): the session
+    stops as Ctrl-C stops it, so the run's `with` blocks kill its pods (`conftest.pytest_configure`; a shared run's
+    `aggsim` is SIGTERMed and reaps its own, `conftest.stop_aggsim`); with pytest-xdist the controller passes the
+    signal to its workers. Python's default action ended the session at once and left the pods running (each sits
+    in a session of its own). The session under test loads the project's conftest (`-p conftest`)."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")  # this directory is the session's root: not the project's
+    (tmp_path / "test_real.py").write_text(test)
+    xdist = ["-n", str(workers)] if workers else []
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider", *xdist, "test_real.py"]
+    session = subprocess.Popen(
+        [*command, f"--basetemp={tmp_path / 'base'}"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while len({log.name for log in (tmp_path / "base").rglob("train-worker-*.log")}) < 2:  # both pods are up
+            assert session.poll() is None, session.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, f"no two pods started within {START_TIMEOUT} s"
+            time.sleep(0.02)
+        os.kill(session.pid, signal.SIGTERM)
+        out, _ = session.communicate(timeout=90)
+        assert leftover_processes(tmp_path) == []
+        assert session.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
+        assert "KeyboardInterrupt: stopped by SIGTERM" in out, out[-3000:]
+    finally:
+        if session.poll() is None:
+            os.killpg(session.pid, signal.SIGKILL)
+            session.communicate()
+        for process in leftover_processes(tmp_path):  # what the session left: killed here, after the check above
+            with contextlib.suppress(OSError):
+                os.kill(int(process.split(":")[0]), signal.SIGKILL)
