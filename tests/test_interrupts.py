@@ -29,11 +29,16 @@ def start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
     return start_aggsim(tmpdir, *args), tmpdir
 
 
-def _present(tmpdir: Path, pattern: str) -> bool:
+def _found(tmpdir: Path, pattern: str) -> set[str]:
+    """The names of the files matching `pattern` under `tmpdir`."""
     try:
-        return any(tmpdir.rglob(pattern))
+        return {path.name for path in tmpdir.rglob(pattern)}
     except FileNotFoundError:  # the run removed a directory while the walk was inside it: look again
-        return False
+        return set()
+
+
+def _present(tmpdir: Path, pattern: str) -> bool:
+    return bool(_found(tmpdir, pattern))
 
 
 def wait_for(tmpdir: Path, pattern: str, process: subprocess.Popen) -> None:
@@ -149,7 +154,7 @@ def test_a_test_session_stopped_by_sigterm_mid_run_kills_the_run_s_pods(tmp_path
     )
     try:
         deadline = time.monotonic() + START_TIMEOUT
-        while len({log.name for log in (tmp_path / "base").rglob("train-worker-*.log")}) < 2:  # both pods are up
+        while len(_found(tmp_path / "base", "train-worker-*.log")) < 2:  # both pods are up
             assert session.poll() is None, session.communicate()[0][-3000:]
             assert time.monotonic() < deadline, f"no two pods started within {START_TIMEOUT} s"
             time.sleep(0.02)
