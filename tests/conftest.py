@@ -61,14 +61,19 @@ def missing_modules(names) -> list[str]:
 NUL = b"\0"
 
 
+def _other_processes():
+    """Each process's /proc directory, this process's apart (a process may end while it is being read: callers
+    skip what they cannot read)."""
+    me = str(os.getpid())
+    return (proc for proc in Path("/proc").iterdir() if proc.name.isdigit() and proc.name != me)
+
+
 def leftover_processes(directory: Path) -> list[str]:
     """Live processes (this one apart) whose command line or environment mentions `directory`: pods, agents,
     workers of a real run in it, or with it as their TMPDIR."""
     needle = str(directory).encode()
     found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
+    for proc in _other_processes():
         try:
             if "State:\tZ" in (proc / "status").read_text():
                 continue
@@ -114,12 +119,12 @@ def _children() -> list[int]:
     """The processes whose parent is this one."""
     me = str(os.getpid())
     found = []
-    for proc in Path("/proc").iterdir():
+    for proc in _other_processes():
         try:
-            stat = (proc / "stat").read_text() if proc.name.isdigit() else ""
+            stat = (proc / "stat").read_text()
         except OSError:
             continue
-        if stat and stat.rsplit(")", 1)[1].split()[1] == me:  # after the command name, which may hold ") "
+        if stat.rsplit(")", 1)[1].split()[1] == me:  # the parent's pid follows the command name, which may hold ") "
             found.append(int(proc.name))
     return found
 
@@ -148,17 +153,14 @@ POD_MARK = f"AGGSIM_TEST_SESSION={os.getpid()}".encode()
 def pod_processes() -> list[tuple[int, str]]:
     """Live processes this session started (pods, agents, workers, CLI runs): (pid, command line)."""
     found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    for proc in _other_processes():
         try:
             if POD_MARK not in (proc / "environ").read_bytes() or "State:\tZ" in (proc / "status").read_text():
                 continue
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if int(proc.name) != os.getpid():
-            found.append((int(proc.name), cmdline[:160]))
+        found.append((int(proc.name), cmdline[:160]))
     return found
 
 
