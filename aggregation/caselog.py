@@ -20,8 +20,9 @@ import io
 import json
 import os
 import stat
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import IO, Any, Optional, Sequence
+from typing import IO, Any, Optional, Sequence, Union
 
 from aggregation.results import Execution
 from aggregation.scenario import ModelRefusal
@@ -40,6 +41,40 @@ CASE_COLUMNS = (
     "replica_map_order",
     "refusal",
 )
+
+
+@dataclass(frozen=True)
+class CaseRow:
+    """What one case did, as its row says it: small, so a sweep's worker process sends it back instead of the
+    execution (pickling an execution costs about half as much as simulating it)."""
+
+    outcome: str
+    final_phase: str = ""
+    final_code: str = ""
+    attempts: Union[int, str] = ""
+    genuine_error_masked: Union[bool, str] = ""
+    first_winning_file: str = ""
+    first_decision: str = ""
+    refusal: str = ""  # the model's line, for a point it refuses to play (the played columns then stay empty)
+
+    @classmethod
+    def of(cls, execution: "Execution | ModelRefusal", outcome: str) -> "CaseRow":
+        if isinstance(execution, ModelRefusal):  # nothing was played: the row says why
+            return cls(outcome, refusal=str(execution))
+        first = execution.attempts[0]
+        read = first.read
+        return cls(
+            outcome,
+            final_phase=execution.final_phase.value,
+            final_code=execution.final_code or "",
+            attempts=len(execution.attempts),
+            genuine_error_masked=execution.masked_genuine_error,
+            first_winning_file=read.selected.path if read is not None and read.selected is not None else "",
+            first_decision=first.decision.decision.value,
+        )
+
+    def columns(self) -> dict[str, Any]:
+        return {column.name: getattr(self, column.name) for column in fields(self)}
 
 
 class CaseLogError(ValueError):
@@ -75,41 +110,21 @@ class CaseLog:
             self._csv.writerow([*self.fields, *CASE_COLUMNS])
             self._write(self._line.getvalue(), row=False)
 
-    def write(
-        self,
-        assignment: tuple,
-        plugin: str,
-        aggregation: bool,
-        execution: "Execution | ModelRefusal",
-        outcome: str,
-        pins: tuple = (),
-    ) -> None:
-        case: dict[str, Any] = {"plugin": plugin, "aggregation": aggregation, "outcome": outcome}
-        if isinstance(execution, ModelRefusal):  # nothing was played: the row says why
-            case.update(dict.fromkeys(CASE_COLUMNS[3:], ""), refusal=str(execution))
-        else:
-            first = execution.attempts[0]
-            read = first.read
-            case.update(
-                final_phase=execution.final_phase.value,
-                final_code=execution.final_code or "",
-                attempts=len(execution.attempts),
-                genuine_error_masked=execution.masked_genuine_error,
-                first_winning_file=read.selected.path if read is not None and read.selected is not None else "",
-                first_decision=first.decision.decision.value,
-                refusal="",
-            )
+    def write(self, assignment: tuple, plugin: str, aggregation: bool, case: "CaseRow", pins: tuple = ()) -> None:
+        """One case's row: the assignment's values, the cell, what the case did (`CaseRow.of`) and the map orders it
+        took."""
+        columns: dict[str, Any] = {"plugin": plugin, "aggregation": aggregation, **case.columns()}
         values = dict(assignment)
-        case["replica_map_order"] = " ".join(f"{name}={value}" for name, value in pins)
-        case = {column: case[column] for column in CASE_COLUMNS}  # one key order for every row
+        columns["replica_map_order"] = " ".join(f"{name}={value}" for name, value in pins)
+        row = {column: columns[column] for column in CASE_COLUMNS}  # one key order for every row
         if self._csv is not None:
             self._line.seek(0)
             self._line.truncate()
-            self._csv.writerow([*(values[f] for f in self.fields), *(case[c] for c in CASE_COLUMNS)])
+            self._csv.writerow([*(values[f] for f in self.fields), *row.values()])
             self._write(self._line.getvalue())
         else:
-            case = {key: (None if value == "" else value) for key, value in case.items()}
-            self._write(json.dumps({"assignment": values, **case}) + "\n")
+            row = {key: (None if value == "" else value) for key, value in row.items()}
+            self._write(json.dumps({"assignment": values, **row}) + "\n")
 
     def _write(self, text: str, row: bool = True) -> None:
         """Write `text` and count it in one assignment: a signal's exception (raised between any two bytecodes) that

@@ -780,6 +780,12 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, con
     help="also draw the outcomes to this file (.png, .svg, .pdf...): a heat map, or the exact regions",
 )
 @budget_options("refuse (exact region maps only; per plugin x aggregation cell)")
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    help="play the grid's points in at most this many processes (default: one per core this process may use; a "
+    "sweep of a few thousand simulations or fewer stays in one)",
+)
 @PROPELLER_CONFIG_OPTION
 @TIMINGS_PROFILE_OPTION
 def sweep(
@@ -793,6 +799,7 @@ def sweep(
     plot_path,
     max_paths,
     max_seconds,
+    jobs,
     config_files,
     profile_path,
 ) -> None:
@@ -830,6 +837,8 @@ def sweep(
         if _given_on_command_line(option):
             flag = "--" + option.replace("_", "-")
             _fail(f"{flag}: a grid explores no paths (only an exact region map, two FIELD=LO..HI ranges, does)")
+    from aggregation.parallel import WorkerDied, usable_cores
+
     if plot_path:
         _check_plot_path(plot_path)
     try:
@@ -850,9 +859,10 @@ def sweep(
                 plugins or tuple(PLUGIN_VARIANTS),
                 on_case=(lambda a, cell, *case: log.write(a, cell.plugin, cell.aggregation, *case)) if log else None,
                 progress=bar,
+                processes=jobs or usable_cores(),
                 **_deployment_sweep_arguments(config_files),
             )
-    except (ScenarioError, ProfileError, CaseLogError) as e:
+    except (ScenarioError, ProfileError, CaseLogError, WorkerDied) as e:
         _fail("; ".join((str(e), *_notes(e))))
         return
     if plot_path:
@@ -877,6 +887,8 @@ def _region_sweep(
 
     if out_path:
         _fail("--out: an exact region map has regions, not cases; --json lists every region's polygons")
+    if _given_on_command_line("jobs"):
+        _fail("--jobs: an exact region map runs in one process (only a grid's points are shared out)")
     if plot_path:
         _check_plot_path(plot_path)
     _need_z3("an exact region map")
@@ -1209,6 +1221,7 @@ def demo(real: bool) -> None:
     if not real:
         from aggregation.explore import default_variations
         from aggregation.explore import sweep as run_sweep
+        from aggregation.parallel import usable_cores
         from aggregation.report import render_sweep
         from aggregation.scenario import read_scenario
 
@@ -1222,7 +1235,7 @@ def demo(real: bool) -> None:
             "with distributed error aggregation on and off.\n"
         )
         render_sweep(
-            run_sweep(source, default_variations(source), samples=DEMO_SAMPLES, seed=0),
+            run_sweep(source, default_variations(source), samples=DEMO_SAMPLES, seed=0, processes=usable_cores()),
             console,
             counterexamples=False,
             title="After a preemption: how often the node retries, fails for good, or succeeds silently",
@@ -1235,7 +1248,7 @@ def demo(real: bool) -> None:
             "pod. A plugin that reports that SIGTERM must not mask the genuine error (upstream PR 2064).\n"
         )
         render_sweep(
-            run_sweep(source, default_variations(source), samples=DEMO_SAMPLES, seed=0),
+            run_sweep(source, default_variations(source), samples=DEMO_SAMPLES, seed=0, processes=usable_cores()),
             console,
             counterexamples=False,
             title="After a sibling's genuine error and the cleanup: how often the genuine error is masked",

@@ -10,6 +10,8 @@ counterexample (the first assignment, in enumeration order, that produced each o
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
 import random
 import re
@@ -20,6 +22,8 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence
 from google.protobuf.descriptor import FieldDescriptor
 
 from aggregation import defaults
+from aggregation.caselog import CaseRow
+from aggregation.parallel import ordered_map
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.scenario import (
     PLUGIN_VARIANTS,
@@ -481,9 +485,10 @@ def sweep(
     seed: int = 0,
     plugins: Sequence[str] = tuple(PLUGIN_VARIANTS),
     flags: Sequence[bool] = (True, False),
-    on_case: Optional[Callable[[tuple, Cell, "Execution | ModelRefusal", str, tuple], None]] = None,
+    on_case: Optional[Callable[[tuple, Cell, CaseRow, tuple], None]] = None,
     progress: Optional[Callable[[int, int], None]] = None,
     deployment=None,
+    processes: int = 1,
 ) -> SweepResult:
     """Simulate every planned assignment under every plugin x flag cell.
 
@@ -493,50 +498,136 @@ def sweep(
     too. A point (or order) the model refuses to play (`scenario.ModelRefusal`) is REFUSED, and the sweep goes on;
     `Cell.refusal_example` keeps the first one's line.
 
-    `on_case(assignment, cell, execution, outcome, pins)` sees each simulation as it finishes (for `--out`): at such
-    a point one per order, `pins` the orders it took, `outcome` its own, `execution` the refusal where REFUSED;
-    `progress(done, total)` is told after each assignment. `deployment` (see `deployment.py`) replaces
-    the scenario's propeller settings in every case.
+    `on_case(assignment, cell, case, pins)` sees each simulation's row (`caselog.CaseRow`) in plan order (for
+    `--out`): at such a point one per order, `pins` the orders it took; `progress(done, total)` is told as points are
+    counted. `deployment` (see `deployment.py`) replaces the scenario's propeller settings in every case.
+    `processes` > 1 plays the points in that many worker processes (`parallel.ordered_map`) when there are enough
+    of them to pay for starting those; the result is the same as one process gives, to the counterexample.
     """
     source.spec(plugin_override=plugins[0])  # the scenario as written must be valid, whatever we vary
     check_varied_fields([v.field for v in variations], deployment=deployment, message=source.message)
     plan, planned, exhaustive = assignments(variations, samples, seed)
     cells = [Cell(plugin, flag) for plugin in plugins for flag in flags]
     meaning = outcome_meanings(source.message)
-    for done, values in enumerate(plan, 1):
-        message = pb.Scenario()
-        message.CopyFrom(source.message)
-        assignment = tuple(zip((v.field for v in variations), values))
-        try:
-            for variation, value in zip(variations, values):
-                assign_field(message, variation.field, value)
-            base = source.spec(plugin_override=plugins[0], message=message)
-        except ScenarioError as e:  # the scenario's own rules, for a value the sweep put in
-            raise ScenarioError(f"--vary {_assignment_text(assignment)}: {e}") from None
-        if deployment is not None:  # the deployment's propeller settings (the cells still set the flag)
-            base = base.with_deployment(deployment)
-        for cell in cells:
-            executions = each_map_order(base.with_plugin(cell.plugin).with_aggregation(cell.aggregation))
-            outcomes = [outcome_of(execution) for _, execution in executions]
-            worst = min(range(len(outcomes)), key=lambda i: _WORST_FIRST.index(meaning[outcomes[i]]))
-            pins, execution = executions[worst]
-            cell.counts[outcomes[worst]] += 1
-            cell.total += 1
-            played = [e for _, e in executions if not isinstance(e, ModelRefusal)]
-            cell.masked += any(e.masked_genuine_error for e in played)
-            if isinstance(execution, ModelRefusal):
-                if cell.refusal_example is None:
-                    cell.refusal_example = (_pinned(assignment, pins), str(execution))
-            else:
-                cell.counterexamples.setdefault(outcomes[worst], (_pinned(assignment, pins), execution))
-            # the orders decide the point where their played outcomes differ (a refused order's is not known)
-            if len(set(outcomes) - {REFUSED}) > 1:
-                cell.map_order_decided += 1
-                if cell.map_order_example is None:
-                    cell.map_order_example = (assignment, tuple((p, o) for (p, _), o in zip(executions, outcomes)))
-            if on_case is not None:
-                for (pins, execution), outcome in zip(executions, outcomes):
-                    on_case(assignment, cell, execution, outcome, pins)
-        if progress is not None:
-            progress(done, planned)
+    player = _PointPlayer(
+        source,
+        tuple(v.field for v in variations),
+        tuple((cell.plugin, cell.aggregation) for cell in cells),
+        deployment,
+        meaning,
+        log_cases=on_case is not None,
+    )
+    with contextlib.closing(_played(player, plan, planned, processes)) as played:
+        for done, (assignment, plays) in enumerate(played, 1):
+            for cell, play in zip(cells, plays):
+                cell.counts[play.outcome] += 1
+                cell.total += 1
+                cell.masked += play.masked
+                if play.refusal is not None:
+                    if cell.refusal_example is None:
+                        cell.refusal_example = (_pinned(assignment, play.pins), play.refusal)
+                elif play.outcome not in cell.counterexamples:  # the first point with it: its chunk sent its execution
+                    cell.counterexamples[play.outcome] = (_pinned(assignment, play.pins), play.execution)
+                if play.orders is not None:  # the orders' played outcomes differ: the map order decides the point
+                    cell.map_order_decided += 1
+                    if cell.map_order_example is None:
+                        cell.map_order_example = (assignment, play.orders)
+                if on_case is not None:
+                    for case, pins in play.cases:
+                        on_case(assignment, cell, case, pins)
+            if progress is not None:
+                progress(done, planned)
     return SweepResult(tuple(variations), planned, exhaustive, tuple(cells), meaning)
+
+
+#: simulations a worker process plays per chunk of points (about a fifth of a second on one core): few enough that a
+#: stopped sweep waits little for the chunks under way, enough that sending them costs little
+CHUNK_SIMULATIONS = 400
+#: fewer simulations than this (a second or two on one core) stay in one process: starting a worker (it imports the
+#: model) would cost more than it saves
+PARALLEL_FROM_SIMULATIONS = 4000
+
+
+@dataclass(frozen=True)
+class _Play:
+    """What one point did under one cell, as the sweep counts it (small: it crosses from a worker process)."""
+
+    outcome: str  # the worst of its orders' outcomes
+    pins: tuple  # the orders the worst one took
+    masked: bool  # a played order masked a genuine error
+    refusal: Optional[str]  # the model's line, when the worst is a point it refuses to play
+    orders: Optional[tuple]  # ((pins, outcome) per order) when the orders' played outcomes differ
+    execution: Optional[Execution]  # the worst one's execution, sent for its chunk's first point with this outcome
+    cases: tuple  # (CaseRow, pins) per order, when the sweep logs its cases
+
+
+@dataclass(frozen=True)
+class _PointPlayer:
+    """Plays a chunk of a sweep's points under every cell: the same work in the sweep's process or in a worker."""
+
+    source: ScenarioSource
+    fields: tuple[str, ...]
+    cells: tuple[tuple[str, bool], ...]  # (plugin, aggregation)
+    deployment: object
+    meaning: dict
+    log_cases: bool
+
+    def __call__(self, chunk: Sequence[tuple]) -> list[tuple[_Play, ...]]:
+        sent: set[tuple[int, str]] = set()  # (cell, outcome) whose execution this chunk has sent
+        return [self._point(values, sent) for values in chunk]
+
+    def _point(self, values: tuple, sent: set) -> tuple[_Play, ...]:
+        message = pb.Scenario()
+        message.CopyFrom(self.source.message)
+        try:
+            for name, value in zip(self.fields, values):
+                assign_field(message, name, value)
+            base = self.source.spec(plugin_override=self.cells[0][0], message=message)
+        except ScenarioError as e:  # the scenario's own rules, for a value the sweep put in
+            raise ScenarioError(f"--vary {_assignment_text(tuple(zip(self.fields, values)))}: {e}") from None
+        if self.deployment is not None:  # the deployment's propeller settings (the cells still set the flag)
+            base = base.with_deployment(self.deployment)
+        plays = []
+        for index, (plugin, aggregation) in enumerate(self.cells):
+            executions = each_map_order(base.with_plugin(plugin).with_aggregation(aggregation))
+            outcomes = [outcome_of(execution) for _, execution in executions]
+            worst = min(range(len(outcomes)), key=lambda i: _WORST_FIRST.index(self.meaning[outcomes[i]]))
+            pins, execution = executions[worst]
+            refused = isinstance(execution, ModelRefusal)
+            decided_by_order = len(set(outcomes) - {REFUSED}) > 1  # a refused order's outcome is not known
+            first = not refused and (index, outcomes[worst]) not in sent
+            if first:
+                sent.add((index, outcomes[worst]))
+            plays.append(
+                _Play(
+                    outcomes[worst],
+                    pins,
+                    any(e.masked_genuine_error for _, e in executions if not isinstance(e, ModelRefusal)),
+                    str(execution) if refused else None,
+                    tuple((p, o) for (p, _), o in zip(executions, outcomes)) if decided_by_order else None,
+                    execution if first else None,
+                    tuple((CaseRow.of(e, o), p) for (p, e), o in zip(executions, outcomes)) if self.log_cases else (),
+                )
+            )
+        return tuple(plays)
+
+
+def _played(player: _PointPlayer, plan: Iterator[tuple], planned: int, processes: int) -> Iterator[tuple]:
+    """(assignment, plays) for each planned point, in plan order: here, or in worker processes when worth it."""
+    simulations = planned * len(player.cells)
+    per_chunk = max(1, CHUNK_SIMULATIONS // len(player.cells))
+    processes = min(processes, math.ceil(planned / per_chunk))
+    if processes > 1 and simulations >= PARALLEL_FROM_SIMULATIONS:
+        chunks = _chunked(plan, per_chunk)
+        results: Iterator = ordered_map(player, chunks, processes)
+    else:
+        results = ((chunk, player(chunk)) for chunk in _chunked(plan, 1))
+    with contextlib.closing(results):  # stopped part way: the workers are stopped and reaped before we go on
+        for chunk, plays in results:
+            for values, play in zip(chunk, plays):
+                yield tuple(zip(player.fields, values)), play
+
+
+def _chunked(items: Iterator[tuple], size: int) -> Iterator[list[tuple]]:
+    while chunk := list(itertools.islice(items, size)):
+        yield chunk

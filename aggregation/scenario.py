@@ -265,6 +265,11 @@ class ScenarioSource:
     text: str
     path: str
 
+    def __reduce__(self):
+        """Pickled as its bytes (a sweep's worker processes get it so): the generated class is registered under the
+        proto's own package (`aggsim.v1`), not this module's path, so pickle cannot find it by name."""
+        return _source_from_bytes, (self.message.SerializeToString(), self.text, self.path)
+
     def with_profile(self, profile: Optional[pb.TimingsProfile]) -> ScenarioSource:
         """This scenario with a timings profile's medians as its pods' default timings (`aggregation.profile`)."""
         from aggregation.profile import apply_profile
@@ -276,6 +281,10 @@ class ScenarioSource:
         as_written = message is None or message == self.message
         where = _Locator(self.path, self.text if as_written else None)
         return _check(self.message if message is None else message, where, plugin_override)
+
+
+def _source_from_bytes(data: bytes, text: str, path: str) -> ScenarioSource:
+    return ScenarioSource(pb.Scenario.FromString(data), text, path)
 
 
 def parse_text_proto(text: str, message, path: str, error: type[ValueError] = ScenarioError):

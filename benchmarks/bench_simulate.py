@@ -4,6 +4,8 @@
   then one process per core.
 - Pods: the same preemption with 2 to 1,000 pods (one attempt each way: the retry runs clean).
 - Attempts: every attempt preempted, `retries` = attempts - 1.
+- The demo's two sweeps (`aggsim demo`), in one process and in one worker process per core (`sweep(processes=N)`),
+  side by side.
 
 Run: `make bench` (or `python benchmarks/bench_simulate.py [--seconds S] [--write-readme]`).
 """
@@ -74,6 +76,19 @@ def scenario_with(pods: int, attempts: int) -> str:
     )
 
 
+def demo_sweeps_seconds(processes: int) -> tuple[float, int]:
+    """Wall time of the demo's two sweeps, and how many simulations they make."""
+    from aggregation.explore import default_variations, sweep
+    from aggregation.scenario import read_scenario
+
+    started, simulations = time.perf_counter(), 0
+    for name in ("preemption_during_training", "sibling_user_error_cleanup"):
+        source = read_scenario(name)
+        result = sweep(source, default_variations(source), samples=20_000, seed=0, processes=processes)
+        simulations += sum(cell.total for cell in result.cells)
+    return time.perf_counter() - started, simulations
+
+
 def micros_per_execution(text: str, seconds: float) -> float:
     return 1e6 / rate(parse_scenario(text), seconds)
 
@@ -89,6 +104,8 @@ def main() -> None:
     multi, cores = all_cores_rate(text, args.seconds)
     pod_rows = [(n, micros_per_execution(scenario_with(n, 1), args.seconds / 2)) for n in (2, 10, 100, 1000)]
     attempt_rows = [(k, micros_per_execution(scenario_with(2, k), args.seconds / 2)) for k in (1, 2, 4, 8)]
+    alone, simulations = demo_sweeps_seconds(1)
+    shared, _ = demo_sweeps_seconds(cores)
 
     lines = [
         f"The seed scenario (2 pods, 2 attempts): **{single:,.0f} executions/s** on one core, "
@@ -101,6 +118,9 @@ def main() -> None:
         "| attempts (each preempted), 2 pods | µs per execution | µs per attempt |",
         "|---|---|---|",
         *(f"| {k} | {us:,.0f} | {us / (k + 1):,.0f} |" for k, us in attempt_rows),
+        "",
+        f"`aggsim demo`'s two sweeps ({simulations:,} cases, points x plugin x aggregation): **{alone:.1f} s** in one "
+        f"process, **{shared:.1f} s** with {cores} worker processes ({alone / shared:.2f}x).",
     ]
     table = "\n".join(lines)
     print(table)

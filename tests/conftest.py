@@ -151,14 +151,19 @@ POD_MARK = f"AGGSIM_TEST_SESSION={os.getpid()}".encode()
 
 
 def pod_processes() -> list[tuple[int, str]]:
-    """Live processes this session started (pods, agents, workers, CLI runs): (pid, command line)."""
+    """Live processes this session started (pods, agents, workers, CLI runs): (pid, command line). This test
+    process's own multiprocessing resource tracker is none of them: started by the first in-process sweep with
+    worker processes (`parallel.ordered_map`), it lives as long as this process, by multiprocessing's design."""
     found = []
     for proc in _other_processes():
         try:
             if POD_MARK not in (proc / "environ").read_bytes() or "State:\tZ" in (proc / "status").read_text():
                 continue
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            parent = int((proc / "stat").read_text().rpartition(")")[2].split()[1])
         except OSError:
+            continue
+        if parent == os.getpid() and "multiprocessing.resource_tracker" in cmdline:
             continue
         found.append((int(proc.name), cmdline[:160]))
     return found

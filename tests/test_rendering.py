@@ -342,7 +342,7 @@ def test_a_row_written_but_not_yet_counted_when_a_signal_lands_is_cut_off(tmp_pa
     """A signal's exception lands between any two bytecodes: between a row's write and its count it left a row the
     note did not count ("the first 95 rows" over a file of 96, seen in `make test`). The file keeps exactly the
     rows the note names."""
-    from aggregation.caselog import CaseLog
+    from aggregation.caselog import CaseLog, CaseRow
     from aggregation.scenario import read_scenario
     from aggregation.simulate import simulate as run
 
@@ -367,7 +367,7 @@ def test_a_row_written_but_not_yet_counted_when_a_signal_lands_is_cut_off(tmp_pa
         with CaseLog(str(out), [field]) as log:
             log._file = SignalAfterTheThirdRow(log._file)
             for upload in (0.05, 1.0, 2.0, 3.0):
-                log.write(((field, upload),), "recoverable", True, execution, "RETRIED")
+                log.write(((field, upload),), "recoverable", True, CaseRow.of(execution, "RETRIED"))
     assert raised.value.__notes__ == [f"--out {out} not written; the first 2 rows are in {out}.partial"]
     lines = (tmp_path / f"cases{suffix}.partial").read_text().splitlines()
     assert len(lines) == 2 + (suffix == ".csv")

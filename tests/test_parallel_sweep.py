@@ -1,0 +1,226 @@
+"""A sweep's points played in worker processes (`parallel.ordered_map`, `explore.sweep(processes=N)`, `aggsim sweep
+--jobs`): the same answer as one process, to the counterexample and the row, and no worker outlives the command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import AGGSIM
+
+from aggregation import explore
+from aggregation.caselog import CaseLog
+from aggregation.explore import Variation, default_variations, sweep
+from aggregation.report import sweep_to_json
+from aggregation.scenario import read_scenario
+
+LONG_SWEEP = ["sweep", "preemption_during_training", "--samples", "20000"]
+
+
+def _swept(source, variations, processes: int, rows: Path, **options):
+    fields = [v.field for v in variations]
+    with CaseLog(str(rows), fields) as log:
+        result = sweep(
+            source,
+            variations,
+            processes=processes,
+            on_case=lambda a, cell, *case: log.write(a, cell.plugin, cell.aggregation, *case),
+            **options,
+        )
+    return json.dumps(sweep_to_json(result), sort_keys=True), rows.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "scenario, variations, options",
+    [
+        ("preemption_during_training", None, {"samples": 150, "seed": 3}),
+        ("sibling_user_error_cleanup_no_aggregation", None, {"samples": 120, "seed": 0}),
+        # points the model refuses (the busy operator reads the deleted pod after its exit) between played ones
+        (
+            "preemption_by_pod_deletion",
+            [Variation("job.reconcile_seconds", (0.5, 0.73, 1.0, 2.0, 0.1, 1.5, 0.0, 3.0))],
+            {"plugins": ("upstream", "recoverable")},
+        ),
+    ],
+    ids=["preemption, sampled", "sibling error, sampled", "refused points"],
+)
+def test_a_sweep_in_worker_processes_is_the_sweep_of_one_process(tmp_path, monkeypatch, scenario, variations, options):
+    """`explore.sweep` with workers hands each chunk's results back in plan order, and the first point of each
+    outcome (the counterexample, with its timeline), the first refusal and every `--out` row are the ones one
+    process gives. Chunks are made tiny here, so firsts fall in every chunk but the first."""
+    monkeypatch.setattr(explore, "PARALLEL_FROM_SIMULATIONS", 0)
+    monkeypatch.setattr(explore, "CHUNK_SIMULATIONS", 5)
+    source = read_scenario(scenario)
+    variations = variations or default_variations(source)
+    alone = _swept(source, variations, 1, tmp_path / "alone.jsonl", **options)
+    shared = _swept(source, variations, 2, tmp_path / "shared.jsonl", **options)
+    assert shared == alone
+    assert len(json.loads(alone[0])["cells"][0]["counterexamples"]) >= 1
+
+
+def test_where_no_worker_process_can_be_made_the_sweep_plays_in_its_own_process(tmp_path, monkeypatch):
+    """Without POSIX semaphores (a sandbox with no /dev/shm) multiprocessing cannot make its queues: the sweep does
+    the work itself, with the same answer, instead of failing."""
+    from aggregation import parallel
+
+    tried = []
+
+    def no_semaphores(*args, **kwargs):
+        tried.append(args)
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(explore, "PARALLEL_FROM_SIMULATIONS", 0)
+    monkeypatch.setattr(explore, "CHUNK_SIMULATIONS", 30)
+    source = read_scenario("preemption_during_training")
+    variations = default_variations(source)
+    alone = _swept(source, variations, 1, tmp_path / "alone.csv", samples=40)
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", no_semaphores)
+    assert _swept(source, variations, 2, tmp_path / "here.csv", samples=40) == alone
+    assert len(tried) == 1
+
+
+def test_a_value_a_worker_cannot_set_stops_the_sweep_as_one_process_would(monkeypatch):
+    """A varied value the scenario's rules refuse, found in a worker, is raised in the sweep's process with the
+    message one process gives (the CLI's one line)."""
+    monkeypatch.setattr(explore, "PARALLEL_FROM_SIMULATIONS", 0)
+    monkeypatch.setattr(explore, "CHUNK_SIMULATIONS", 6)
+    source = read_scenario("preemption_during_training")
+    variations = [Variation("timings.upload_seconds", (0.05, 0.5, 1.0, 2.0, -1.0, 3.0))]
+    messages = []
+    for processes in (1, 2):
+        with pytest.raises(explore.ScenarioError) as raised:
+            sweep(source, variations, processes=processes)
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1] and messages[0].startswith("--vary timings.upload_seconds=-1.0: ")
+
+
+def test_aggsim_sweep_with_jobs_prints_and_writes_what_one_process_does(tmp_path):
+    outputs = []
+    for jobs in ("1", "2"):
+        rows = tmp_path / f"rows-{jobs}.csv"
+        args = ["sweep", "preemption_during_training", "--samples", "1000", "--out", str(rows), "--jobs", jobs]
+        run = subprocess.run([AGGSIM, *args], capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
+        assert run.returncode == 0, run.stderr
+        outputs.append((run.stdout, rows.read_bytes()))
+    assert outputs[0] == outputs[1]
+
+
+def test_jobs_is_refused_for_an_exact_region_map():
+    args = ["sweep", "preemption_during_training", "--vary", "timings.upload_seconds=0.05..3", "--jobs", "2"]
+    args += ["--vary", "propeller.observation_delay_seconds=0..10"]
+    run = subprocess.run([AGGSIM, *args], capture_output=True, text=True)
+    assert run.returncode == 2
+    said = "aggsim: --jobs: an exact region map runs in one process (only a grid's points are shared out)\n"
+    assert run.stderr == said
+
+
+def _children(pid: int, kind: str = "") -> set[int]:
+    """The live processes whose parent is `pid` (with `kind` in their command line: "spawn_main" for a worker,
+    "resource_tracker" for multiprocessing's tracker)."""
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fields = (proc / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[1]) == pid:
+            try:
+                if kind.encode() in (proc / "cmdline").read_bytes():
+                    found.add(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _start_with_workers(args: list[str]) -> tuple[subprocess.Popen, list[int], list[int]]:
+    """`aggsim ARGS` in a session of its own, once its two worker processes are at work: (it, its workers, the
+    other processes it started)."""
+    running = subprocess.Popen(
+        [AGGSIM, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    deadline = time.monotonic() + 60
+    while len(workers := _children(running.pid, "spawn_main")) < 2:
+        assert running.poll() is None, running.communicate()
+        assert time.monotonic() < deadline, "no worker processes within 60 s"
+        time.sleep(0.05)
+    time.sleep(1.0)  # the workers have imported the model and play their first chunks
+    return running, sorted(workers), sorted(_children(running.pid) - workers)
+
+
+def _gone(pids) -> list[int]:
+    """Those of `pids` still alive 5 s on (a worker is reaped before the command exits; the resource tracker leaves
+    when the command's end closes its pipe)."""
+    deadline = time.monotonic() + 5
+    while (alive := [pid for pid in pids if _alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return alive
+
+
+def _reap(running: subprocess.Popen, workers) -> None:
+    for pid in [running.pid, *workers]:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    running.communicate()
+
+
+@pytest.mark.parametrize(
+    "signum, group",
+    [(signal.SIGINT, True), (signal.SIGTERM, False), (signal.SIGHUP, True), (signal.SIGTERM, True)],
+    ids=["ctrl-c in a terminal", "kill", "terminal closed", "the process group terminated"],
+)
+def test_a_sweep_stopped_by_a_signal_stops_and_reaps_its_workers_and_says_so_in_one_line(signum, group):
+    """A terminal's Ctrl-C or hangup reaches the whole process group, `kill` the command alone: either way the
+    workers leave the signal to the command (none prints a traceback of its own), which stops them, reaps them and
+    ends with the one line every interrupted command ends with."""
+    running, workers, others = _start_with_workers(LONG_SWEEP)
+    try:
+        (os.killpg if group else os.kill)(running.pid, signum)
+        _, err = running.communicate(timeout=60)
+        assert running.returncode == 128 + signum, err
+        assert err == f"aggsim: interrupted ({signal.Signals(signum).name}); every process it started is stopped\n"
+        assert [pid for pid in workers if _alive(pid)] == []  # reaped before the command's last line
+        assert _gone(others) == []
+    finally:
+        _reap(running, workers + others)
+
+
+def test_the_workers_of_a_sweep_killed_outright_do_not_run_on():
+    """SIGKILL gives the command no chance to stop its workers: the kernel ends them with it (Linux's parent-death
+    signal), so no orphan plays on."""
+    running, workers, others = _start_with_workers(LONG_SWEEP)
+    try:
+        running.kill()
+        running.wait()
+        assert _gone(workers + others) == []
+    finally:
+        _reap(running, workers + others)
+
+
+def test_a_worker_killed_from_outside_ends_the_sweep_with_one_line_not_a_verdict():
+    """A worker that dies (the OOM killer, a stray kill) leaves points unplayed: the sweep must not report counts
+    without them. It ends with one line, exit 2, and its other worker is reaped."""
+    running, workers, others = _start_with_workers([*LONG_SWEEP, "--json"])
+    try:
+        os.kill(workers[0], signal.SIGKILL)
+        out, err = running.communicate(timeout=60)
+        assert running.returncode == 2 and out == ""
+        assert err == "aggsim: a worker process of the sweep died before finishing its work\n"
+        assert [pid for pid in workers if _alive(pid)] == []
+        assert _gone(others) == []
+    finally:
+        _reap(running, workers + others)
