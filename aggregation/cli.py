@@ -783,8 +783,8 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, con
 @click.option(
     "--jobs",
     type=click.IntRange(min=1),
-    help="play the grid's points in at most this many processes (default: one per core this process may use; a "
-    "sweep of a few thousand simulations or fewer stays in one)",
+    help="play the grid's points in at most this many processes (default: one per core this process may use, "
+    "within its CPU affinity and its cgroup's CPU quota; a sweep of a few thousand simulations or fewer stays in one)",
 )
 @PROPELLER_CONFIG_OPTION
 @TIMINGS_PROFILE_OPTION
@@ -837,7 +837,8 @@ def sweep(
         if _given_on_command_line(option):
             flag = "--" + option.replace("_", "-")
             _fail(f"{flag}: a grid explores no paths (only an exact region map, two FIELD=LO..HI ranges, does)")
-    from aggregation.parallel import WorkerDied, usable_cores
+    from aggregation.cores import usable_cores
+    from aggregation.parallel import WorkerDied
 
     if plot_path:
         _check_plot_path(plot_path)
@@ -1219,9 +1220,9 @@ def calibrate(runs, start_method, what, work_dir, force, as_json, profile_path) 
 def demo(real: bool) -> None:
     """The seed incident's headline table (a sweep); --real: one real pod SIGTERMed, upstream vs ours."""
     if not real:
+        from aggregation.cores import usable_cores
         from aggregation.explore import default_variations
         from aggregation.explore import sweep as run_sweep
-        from aggregation.parallel import usable_cores
         from aggregation.report import render_sweep
         from aggregation.scenario import read_scenario
 

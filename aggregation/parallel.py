@@ -47,13 +47,6 @@ class WorkerDied(RuntimeError):
     """A worker process ended without finishing its work (killed from outside, e.g. by the OOM killer)."""
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, which a container or `taskset` narrows)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
-
-
 def ordered_map(work: Callable[[Item], Result], items: Iterable[Item], processes: int) -> Iterator[tuple[Item, Result]]:
     """`(item, work(item))` for each item, in order, computed by `processes` worker processes. `work` is pickled once
     per worker (a module-level function, or an object whose class is importable); an exception `work` raises is

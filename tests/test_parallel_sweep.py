@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -109,6 +110,47 @@ def test_aggsim_sweep_with_jobs_prints_and_writes_what_one_process_does(tmp_path
         assert run.returncode == 0, run.stderr
         outputs.append((run.stdout, rows.read_bytes()))
     assert outputs[0] == outputs[1]
+
+
+def _cgroups(tmp_path: Path, membership: str, files: dict[str, str]) -> tuple[Path, Path]:
+    """A /proc/self/cgroup and a /sys/fs/cgroup tree of our own."""
+    (tmp_path / "self-cgroup").write_text(membership)
+    for name, text in files.items():
+        (tmp_path / "fs" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "fs" / name).write_text(text)
+    (tmp_path / "fs").mkdir(exist_ok=True)
+    return tmp_path / "self-cgroup", tmp_path / "fs"
+
+
+@pytest.mark.parametrize(
+    "membership, files, quota",
+    [
+        ("0::/\n", {"cpu.max": "max 100000\n"}, None),
+        ("0::/kubepods/pod1/c1\n", {"kubepods/pod1/c1/cpu.max": "150000 100000\n"}, 1.5),
+        # a parent's limit is tighter than the container's own
+        ("0::/a/b\n", {"a/cpu.max": "100000 100000\n", "a/b/cpu.max": "400000 100000\n"}, 1.0),
+        # the host's path in a container that mounts its own cgroup at the root
+        ("0::/kubepods/pod1/c1\n", {"cpu.max": "250000 100000\n"}, 2.5),
+        ("4:cpu,cpuacct:/docker/x\n", {"cpu,cpuacct/docker/x/cpu.cfs_quota_us": "-1\n"}, None),
+        (
+            "4:cpu,cpuacct:/docker/x\n1:memory:/docker/x\n",
+            {"cpu,cpuacct/docker/x/cpu.cfs_quota_us": "50000\n", "cpu,cpuacct/docker/x/cpu.cfs_period_us": "100000\n"},
+            0.5,
+        ),
+        ("1:memory:/x\n0::/\n", {}, None),  # no cpu controller's files: no quota known
+    ],
+    ids=["v2 none", "v2 quota", "v2 parent tighter", "v2 container root", "v1 none", "v1 quota", "no files"],
+)
+def test_the_default_jobs_respects_the_cgroup_s_cpu_quota(tmp_path, membership, files, quota):
+    """`--jobs`'s default: no more workers than the container's CPU quota allows (rounded up), never fewer than one:
+    on a 64-core node a pod limited to 2 CPUs must not start 64 processes that each import the model."""
+    from aggregation.cores import cpu_quota, usable_cores
+
+    cgroups, mounts = _cgroups(tmp_path, membership, files)
+    assert cpu_quota(cgroups, mounts) == quota
+    affinity = len(os.sched_getaffinity(0))
+    expected = affinity if quota is None else max(1, min(affinity, math.ceil(quota)))
+    assert usable_cores(cgroups, mounts) == expected
 
 
 def test_jobs_is_refused_for_an_exact_region_map():
