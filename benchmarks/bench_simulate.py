@@ -78,13 +78,14 @@ def scenario_with(pods: int, attempts: int) -> str:
 
 def demo_sweeps_seconds(processes: int) -> tuple[float, int]:
     """Wall time of the demo's two sweeps, and how many simulations they make."""
+    from aggregation.cli import DEMO_SAMPLES
     from aggregation.explore import default_variations, sweep
     from aggregation.scenario import read_scenario
 
     started, simulations = time.perf_counter(), 0
     for name in ("preemption_during_training", "sibling_user_error_cleanup"):
         source = read_scenario(name)
-        result = sweep(source, default_variations(source), samples=20_000, seed=0, processes=processes)
+        result = sweep(source, default_variations(source), samples=DEMO_SAMPLES, seed=0, processes=processes)
         simulations += sum(cell.total for cell in result.cells)
     return time.perf_counter() - started, simulations
 

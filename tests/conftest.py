@@ -107,7 +107,7 @@ def _stop_the_session(config, signum: int) -> None:
     if config.pluginmanager.has_plugin("dsession"):
         # pytest-xdist's controller: its workers run the tests, and it would stop them with SIGKILL after a wait, so
         # they get the signal too (a CI runner may signal the controller alone)
-        for pid in _children():
+        for pid in children():
             try:
                 os.kill(pid, signum)
             except OSError:
@@ -115,16 +115,31 @@ def _stop_the_session(config, signum: int) -> None:
     raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
 
 
-def _children() -> list[int]:
-    """The processes whose parent is this one."""
-    me = str(os.getpid())
+def _stat(proc: Path) -> tuple[str, int]:
+    """A process's state (Z: a zombie) and its parent's pid, from /proc/PID/stat (OSError once it is gone). They
+    follow the command name, which may hold ") "."""
+    state, parent = (proc / "stat").read_text().rpartition(")")[2].split()[:2]
+    return state, int(parent)
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a process that has not ended (a zombie has)."""
+    try:
+        return _stat(Path("/proc") / str(pid))[0] != "Z"
+    except OSError:
+        return False
+
+
+def children(parent: int | None = None) -> list[int]:
+    """The live processes whose parent is `parent` (this process by default)."""
+    parent = os.getpid() if parent is None else parent
     found = []
     for proc in _other_processes():
         try:
-            stat = (proc / "stat").read_text()
+            state, its_parent = _stat(proc)
         except OSError:
             continue
-        if stat.rsplit(")", 1)[1].split()[1] == me:  # the parent's pid follows the command name, which may hold ") "
+        if its_parent == parent and state != "Z":
             found.append(int(proc.name))
     return found
 
@@ -160,7 +175,7 @@ def pod_processes() -> list[tuple[int, str]]:
             if POD_MARK not in (proc / "environ").read_bytes() or "State:\tZ" in (proc / "status").read_text():
                 continue
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            parent = int((proc / "stat").read_text().rpartition(")")[2].split()[1])
+            _, parent = _stat(proc)
         except OSError:
             continue
         if parent == os.getpid() and "multiprocessing.resource_tracker" in cmdline:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import AGGSIM
+from conftest import AGGSIM, alive, children
 
 from aggregation import explore
 from aggregation.caselog import CaseLog
@@ -163,30 +163,15 @@ def test_jobs_is_refused_for_an_exact_region_map():
 
 
 def _children(pid: int, kind: str = "") -> set[int]:
-    """The live processes whose parent is `pid` (with `kind` in their command line: "spawn_main" for a worker,
-    "resource_tracker" for multiprocessing's tracker)."""
+    """The live processes whose parent is `pid`, with `kind` in their command line ("spawn_main": a worker)."""
     found = set()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    for child in children(pid):
         try:
-            fields = (proc / "stat").read_text().rpartition(")")[2].split()
+            if kind.encode() in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.add(child)
         except OSError:
             continue
-        if fields[0] != "Z" and int(fields[1]) == pid:
-            try:
-                if kind.encode() in (proc / "cmdline").read_bytes():
-                    found.add(int(proc.name))
-            except OSError:
-                continue
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _start_with_workers(args: list[str]) -> tuple[subprocess.Popen, list[int], list[int]]:
@@ -208,14 +193,14 @@ def _gone(pids) -> list[int]:
     """Those of `pids` still alive 5 s on (a worker is reaped before the command exits; the resource tracker leaves
     when the command's end closes its pipe)."""
     deadline = time.monotonic() + 5
-    while (alive := [pid for pid in pids if _alive(pid)]) and time.monotonic() < deadline:
+    while (left := [pid for pid in pids if alive(pid)]) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return alive
+    return left
 
 
 def _reap(running: subprocess.Popen, workers) -> None:
     for pid in [running.pid, *workers]:
-        if _alive(pid):
+        if alive(pid):
             os.kill(pid, signal.SIGKILL)
     running.communicate()
 
@@ -235,7 +220,7 @@ def test_a_sweep_stopped_by_a_signal_stops_and_reaps_its_workers_and_says_so_in_
         _, err = running.communicate(timeout=60)
         assert running.returncode == 128 + signum, err
         assert err == f"aggsim: interrupted ({signal.Signals(signum).name}); every process it started is stopped\n"
-        assert [pid for pid in workers if _alive(pid)] == []  # reaped before the command's last line
+        assert [pid for pid in workers if alive(pid)] == []  # reaped before the command's last line
         assert _gone(others) == []
     finally:
         _reap(running, workers + others)
@@ -262,7 +247,7 @@ def test_a_worker_killed_from_outside_ends_the_sweep_with_one_line_not_a_verdict
         out, err = running.communicate(timeout=60)
         assert running.returncode == 2 and out == ""
         assert err == "aggsim: a worker process of the sweep died before finishing its work\n"
-        assert [pid for pid in workers if _alive(pid)] == []
+        assert [pid for pid in workers if alive(pid)] == []
         assert _gone(others) == []
     finally:
         _reap(running, workers + others)
