@@ -1223,8 +1223,17 @@ def demo(real: bool) -> None:
         from aggregation.cores import usable_cores
         from aggregation.explore import default_variations
         from aggregation.explore import sweep as run_sweep
+        from aggregation.parallel import WorkerDied
         from aggregation.report import render_sweep
         from aggregation.scenario import read_scenario
+
+        def demo_sweep(source):
+            try:
+                return run_sweep(
+                    source, default_variations(source), samples=DEMO_SAMPLES, seed=0, processes=usable_cores()
+                )
+            except WorkerDied as e:  # its points unplayed: no table, one line
+                _fail(str(e))
 
         console = _console()
         path = _shipped_scenario("preemption_during_training.textproto")
@@ -1236,7 +1245,7 @@ def demo(real: bool) -> None:
             "with distributed error aggregation on and off.\n"
         )
         render_sweep(
-            run_sweep(source, default_variations(source), samples=DEMO_SAMPLES, seed=0, processes=usable_cores()),
+            demo_sweep(source),
             console,
             counterexamples=False,
             title="After a preemption: how often the node retries, fails for good, or succeeds silently",
@@ -1249,7 +1258,7 @@ def demo(real: bool) -> None:
             "pod. A plugin that reports that SIGTERM must not mask the genuine error (upstream PR 2064).\n"
         )
         render_sweep(
-            run_sweep(source, default_variations(source), samples=DEMO_SAMPLES, seed=0, processes=usable_cores()),
+            demo_sweep(source),
             console,
             counterexamples=False,
             title="After a sibling's genuine error and the cleanup: how often the genuine error is masked",

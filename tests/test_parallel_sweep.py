@@ -17,6 +17,7 @@ from conftest import AGGSIM, alive, children
 
 from aggregation import explore
 from aggregation.caselog import CaseLog
+from aggregation.cores import usable_cores
 from aggregation.explore import Variation, default_variations, sweep
 from aggregation.report import sweep_to_json
 from aggregation.scenario import read_scenario
@@ -247,6 +248,23 @@ def test_a_worker_killed_from_outside_ends_the_sweep_with_one_line_not_a_verdict
         out, err = running.communicate(timeout=60)
         assert running.returncode == 2 and out == ""
         assert err == "aggsim: a worker process of the sweep died before finishing its work\n"
+        assert [pid for pid in workers if alive(pid)] == []
+        assert _gone(others) == []
+    finally:
+        _reap(running, workers + others)
+
+
+@pytest.mark.skipif(usable_cores() < 2, reason="the demo plays its sweeps in one process on a single core")
+def test_a_demo_worker_killed_from_outside_ends_the_demo_with_one_line_not_a_table():
+    """`aggsim demo` plays its sweeps on every core too: a worker that dies ends it the way it ends a sweep, one
+    line and exit 2, never a traceback or a table counting without the lost points."""
+    running, workers, others = _start_with_workers(["demo"])
+    try:
+        os.kill(workers[0], signal.SIGKILL)
+        out, err = running.communicate(timeout=60)
+        assert running.returncode == 2
+        assert err == "aggsim: a worker process of the sweep died before finishing its work\n"
+        assert "retried" not in out  # the first table never printed
         assert [pid for pid in workers if alive(pid)] == []
         assert _gone(others) == []
     finally:
