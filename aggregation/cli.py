@@ -783,8 +783,9 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, con
 @click.option(
     "--jobs",
     type=click.IntRange(min=1),
-    help="play the grid's points in at most this many processes (default: one per core this process may use, "
-    "within its CPU affinity and its cgroup's CPU quota; a sweep of a few thousand simulations or fewer stays in one)",
+    help="play the grid's points, or draw an exact region map's cells, in at most this many processes (default: "
+    "one per core this process may use, within its CPU affinity and its cgroup's CPU quota; a grid of a few "
+    "thousand simulations or fewer stays in one)",
 )
 @PROPELLER_CONFIG_OPTION
 @TIMINGS_PROFILE_OPTION
@@ -831,6 +832,7 @@ def sweep(
             profile_path,
             max_paths,
             max_seconds,
+            jobs,
         )
         return
     for option in ("max_paths", "max_seconds"):
@@ -875,11 +877,24 @@ def sweep(
 
 
 def _region_sweep(
-    scenario_path, varies, plugins, as_json, out_path, plot_path, config_files, profile_path, max_paths, max_seconds
+    scenario_path,
+    varies,
+    plugins,
+    as_json,
+    out_path,
+    plot_path,
+    config_files,
+    profile_path,
+    max_paths,
+    max_seconds,
+    jobs,
 ) -> None:
-    """`sweep` with two ranges: exact region maps per plugin x aggregation cell (each within the prover's budget)."""
+    """`sweep` with two ranges: exact region maps per plugin x aggregation cell (each within the prover's budget),
+    the cells drawn on every core."""
+    from aggregation.cores import usable_cores
     from aggregation.explore import outcome_meanings
     from aggregation.interrupts import holding
+    from aggregation.parallel import WorkerDied
     from aggregation.profile import ProfileError
     from aggregation.prove import Interval, parse_range
     from aggregation.region_report import regions_to_json, render_regions
@@ -888,8 +903,6 @@ def _region_sweep(
 
     if out_path:
         _fail("--out: an exact region map has regions, not cases; --json lists every region's polygons")
-    if _given_on_command_line("jobs"):
-        _fail("--jobs: an exact region map runs in one process (only a grid's points are shared out)")
     if plot_path:
         _check_plot_path(plot_path)
     _need_z3("an exact region map")
@@ -914,8 +927,16 @@ def _region_sweep(
         source.spec(plugins[0])  # the scenario as written must be one the model plays
         arguments = _deployment_sweep_arguments(config_files)
         with holding(INTERRUPTING_SIGNALS):  # z3 at work: a signal waits for a safe point (`interrupts`)
-            cells = region_sweep(source, *ranges, plugins, **arguments, max_paths=max_paths, max_seconds=max_seconds)
-    except (ScenarioError, ProfileError) as e:
+            cells = region_sweep(
+                source,
+                *ranges,
+                plugins,
+                **arguments,
+                max_paths=max_paths,
+                max_seconds=max_seconds,
+                processes=jobs or usable_cores(),
+            )
+    except (ScenarioError, ProfileError, WorkerDied) as e:
         _fail(str(e))
         return
     meaning = outcome_meanings(source.message)

@@ -1,4 +1,5 @@
-"""Independent pieces of work on several cores, their results handed back in order (a long sweep's points).
+"""Independent pieces of work on several cores, their results handed back in order (a long sweep's points, the
+cells of an exact region map, the README's proofs).
 
 `ordered_map(work, items, processes)` runs `work(item)` in worker processes and yields `(item, result)` in the
 items' order, so whoever merges the results sees exactly what one process would have produced. At most a few items
@@ -10,9 +11,10 @@ warning). So the stopping signals are blocked while a process is started (`_held
 blocked, a worker then ignores SIGINT and SIGHUP (`_start_worker`), and the resource tracker ignores SIGINT and
 SIGTERM and keeps SIGHUP blocked. A worker keeps SIGTERM's default, a quiet end: the executor stops the workers of a
 broken pool with it (`terminate_broken`), and waits for ever for one that ignores it. The parent's handler (the
-CLI's) stops the map: the `with` block waits for the items handed out (at most `IN_FLIGHT_PER_PROCESS` per worker,
-a fraction of a second each; they are not cancelled, as Python 3.11's executor fails on a future cancelled while it
-marks a broken pool's) and reaps every worker, so "every process it started is stopped" holds. A worker whose
+CLI's) stops the map: its exception reaches the wait for a result (`_result`, which also raises one the prover's
+`interrupts.holding` kept), every worker gets SIGTERM, whatever it was doing (an exact region map's cell may prove
+for minutes), and the `with` block reaps them, so "every process it started is stopped" holds. Their futures are
+not cancelled: Python 3.11's executor fails on a future cancelled while it marks a broken pool's. A worker whose
 parent dies without that (SIGKILL) is killed by the kernel (Linux's parent-death signal) instead of running on as
 an orphan.
 """
@@ -25,16 +27,21 @@ import multiprocessing
 import os
 import signal
 import sys
+from concurrent import futures
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator, TypeVar
+
+from aggregation.interrupts import safe_point
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 #: items each worker may have waiting for it: enough to keep it busy while the parent merges, few enough that a
-#: stopped map waits for little
+#: long map holds little in memory
 IN_FLIGHT_PER_PROCESS = 2
+#: how often a parent waiting for a result looks for a signal kept for a safe point (`interrupts.holding`)
+SAFE_POINT_SECONDS = 0.1
 #: the signals that stop a command (the CLI's `INTERRUPTING_SIGNALS`): the parent's to handle, never a worker's
 _STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: Linux's prctl(PR_SET_PDEATHSIG): the signal the kernel sends this process when its parent exits
@@ -68,12 +75,37 @@ def ordered_map(work: Callable[[Item], Result], items: Iterable[Item], processes
                     pending.append((item, pool.submit(_run, item)))
                 if len(pending) >= processes * IN_FLIGHT_PER_PROCESS:
                     item, future = pending.popleft()
-                    yield item, future.result()
+                    yield item, _result(future)
             while pending:
                 item, future = pending.popleft()
-                yield item, future.result()
+                yield item, _result(future)
         except BrokenProcessPool:
             raise WorkerDied("a worker process of the sweep died before finishing its work") from None
+        except BaseException:  # a signal, an item's error, or the consumer done with the map: nothing more is wanted
+            _stop_workers(pool)
+            raise
+
+
+def _result(future):
+    """The item's result. The wait is a safe point (`interrupts`): a command that runs z3 keeps a signal for the
+    next one, and here z3 runs in the workers, so the signal is raised within `SAFE_POINT_SECONDS`."""
+    while True:
+        try:
+            return future.result(timeout=SAFE_POINT_SECONDS)
+        except futures.TimeoutError:  # the builtin one from Python 3.11, its own class on 3.10
+            safe_point()
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """SIGTERM to every worker, whose default ends it at once (a cell of a region map may prove for minutes);
+    leaving the `with` block then reaps them."""
+    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14's public way
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((pool._processes or {}).values()):
+        with contextlib.suppress(ValueError):  # a process already closed
+            process.terminate()
 
 
 @contextlib.contextmanager

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 import textwrap
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
 
 from aggregation.printable import printable
 from aggregation.prove import (
@@ -14,11 +15,15 @@ from aggregation.prove import (
     Proof,
     inside_first,
     number_text,
+    parse_claim,
+    parse_range,
     played_behaviours,
     point_text,
+    prove,
     replayable,
     value_text,
 )
+from aggregation.scenario import read_scenario
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -261,18 +266,39 @@ TABLE_PLUGINS = ("upstream", "seed-pr", "recoverable")
 TABLE_CONDITION_CHARS = 400
 
 
-def table_rows():
-    """Each case x plugin x aggregation flag, proved: (scenario, claim, plugin, aggregation, Proof)."""
-    from aggregation.prove import parse_claim, parse_range, prove
-    from aggregation.scenario import read_scenario
+@dataclass(frozen=True)
+class TableRow:
+    """One line of the README's table: a table case proved for one plugin and aggregation flag."""
 
-    for scenario, claim, varies in TABLE_CASES:
-        source = read_scenario(scenario)
-        ranges = [parse_range(v, source.message) for v in varies]
-        for plugin in TABLE_PLUGINS:
-            for aggregation in (True, False):
-                proof = prove(source, parse_claim(claim, source.message), ranges, plugin, aggregation)
-                yield scenario, claim, plugin, aggregation, proof
+    scenario: str
+    claim: str
+    plugin: str
+    aggregation: bool
+    verdict: str
+    answer: str  # the table's answer cell (`_table_answer`)
+
+
+def table_rows(processes: int = 1) -> tuple[TableRow, ...]:
+    """Each case x plugin x aggregation flag, proved (in `processes` worker processes when more than one)."""
+    cells = [
+        (scenario, claim, varies, plugin, aggregation)
+        for scenario, claim, varies in TABLE_CASES
+        for plugin in TABLE_PLUGINS
+        for aggregation in (True, False)
+    ]
+    if processes > 1:
+        from aggregation.parallel import ordered_map
+
+        return tuple(row for _, row in ordered_map(_table_row, cells, processes))
+    return tuple(_table_row(cell) for cell in cells)
+
+
+def _table_row(cell) -> TableRow:
+    scenario, claim, varies, plugin, aggregation = cell
+    source = read_scenario(scenario)
+    ranges = [parse_range(v, source.message) for v in varies]
+    proof = prove(source, parse_claim(claim, source.message), ranges, plugin, aggregation)
+    return TableRow(scenario, claim, plugin, aggregation, proof.verdict, _table_answer(proof))
 
 
 def _table_answer(proof: Proof) -> str:
@@ -293,11 +319,11 @@ def _table_answer(proof: Proof) -> str:
     return f"**COUNTEREXAMPLE**: {' or '.join(outcomes)} {share}, e.g.{where} at {at}"
 
 
-def table_markdown(rows) -> str:
+def table_markdown(rows: Sequence[TableRow]) -> str:
     lines = ["| scenario | claim | plugin | aggregation | answer |", "|---|---|---|---|---|"]
-    for scenario, claim, plugin, aggregation, proof in rows:
-        flag = "on" if aggregation else "off"
-        lines.append(f"| {scenario} | {claim} | {plugin} | {flag} | {_table_answer(proof)} |")
+    for row in rows:
+        flag = "on" if row.aggregation else "off"
+        lines.append(f"| {row.scenario} | {row.claim} | {row.plugin} | {flag} | {row.answer} |")
     return "\n".join(lines) + "\n"
 
 
@@ -313,8 +339,10 @@ def readme_with_table(readme: str, table: str) -> str:
 if __name__ == "__main__":  # `make proofs`: prove every table case again and write the table into the README
     import sys
 
+    from aggregation.cores import usable_cores
+
     path = sys.argv[1]
     with open(path, encoding="utf-8") as f:
         text = f.read()
     with open(path, "w", encoding="utf-8") as f:
-        f.write(readme_with_table(text, table_markdown(table_rows())))
+        f.write(readme_with_table(text, table_markdown(table_rows(usable_cores()))))

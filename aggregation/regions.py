@@ -16,6 +16,7 @@ from fractions import Fraction
 from typing import Optional, Sequence
 
 from aggregation import defaults
+from aggregation.parallel import ordered_map
 from aggregation.pieces import TooManyPieces, path_pieces
 from aggregation.prove import (
     COUNTEREXAMPLE,
@@ -219,13 +220,33 @@ def region_sweep(
     deployment=None,
     max_paths: int = defaults.PROVE_MAX_PATHS,
     max_seconds: float = defaults.PROVE_MAX_SECONDS,
+    processes: int = 1,
 ) -> tuple[RegionCell, ...]:
-    """`sweep`'s cells (plugin x aggregation flag), each an exact region map instead of a grid's counts."""
-    return tuple(
-        RegionCell(plugin, flag, region_map(source, x, y, plugin, flag, deployment, max_paths, max_seconds))
-        for plugin in plugins
-        for flag in flags
-    )
+    """`sweep`'s cells (plugin x aggregation flag), each an exact region map instead of a grid's counts; with
+    `processes` > 1, the cells are drawn in that many worker processes (each within its own budget, as here)."""
+    draw = _CellDrawer(source, x, y, deployment, max_paths, max_seconds)
+    cells = [(plugin, flag) for plugin in plugins for flag in flags]
+    if processes > 1 and len(cells) > 1:
+        drawn = ordered_map(draw, cells, min(processes, len(cells)))
+    else:
+        drawn = ((cell, draw(cell)) for cell in cells)
+    return tuple(RegionCell(plugin, flag, drawn_map) for (plugin, flag), drawn_map in drawn)
+
+
+@dataclass(frozen=True)
+class _CellDrawer:
+    """One cell's region map, in whichever process draws it."""
+
+    source: ScenarioSource
+    x: Interval
+    y: Interval
+    deployment: object
+    max_paths: int
+    max_seconds: float
+
+    def __call__(self, cell: tuple[str, bool]) -> RegionMap:
+        plugin, flag = cell
+        return region_map(self.source, self.x, self.y, plugin, flag, self.deployment, self.max_paths, self.max_seconds)
 
 
 __all__ = ["Region", "RegionCell", "RegionMap", "path_region", "region_map", "region_sweep"]

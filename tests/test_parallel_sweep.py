@@ -9,6 +9,7 @@ import math
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -154,13 +155,30 @@ def test_the_default_jobs_respects_the_cgroup_s_cpu_quota(tmp_path, membership, 
     assert usable_cores(cgroups, mounts) == expected
 
 
-def test_jobs_is_refused_for_an_exact_region_map():
-    args = ["sweep", "preemption_during_training", "--vary", "timings.upload_seconds=0.05..3", "--jobs", "2"]
-    args += ["--vary", "propeller.observation_delay_seconds=0..10"]
-    run = subprocess.run([AGGSIM, *args], capture_output=True, text=True)
-    assert run.returncode == 2
-    said = "aggsim: --jobs: an exact region map runs in one process (only a grid's points are shared out)\n"
-    assert run.stderr == said
+REGION_MAP = ["sweep", "preemption_during_training", "--vary", "timings.agent_shutdown_seconds=0.03..30"]
+REGION_MAP += ["--vary", "propeller.observation_delay_seconds=0..10"]
+
+
+def _without_seconds(value):
+    """A region map's JSON without its measured times (they differ from run to run)."""
+    if isinstance(value, dict):
+        return {k: _without_seconds(v) for k, v in value.items() if k != "seconds"}
+    if isinstance(value, list):
+        return [_without_seconds(v) for v in value]
+    return value
+
+
+def test_an_exact_region_map_drawn_by_workers_is_the_map_one_process_draws():
+    """`sweep` with two ranges draws its plugin x aggregation cells in worker processes (`regions.region_sweep`):
+    every region, polygon and witness is the one process's, in the same order."""
+    drawn = {
+        jobs: subprocess.run([AGGSIM, *REGION_MAP, "--json", "--jobs", jobs], capture_output=True, text=True)
+        for jobs in ("1", "2")
+    }
+    assert [run.returncode for run in drawn.values()] == [0, 0], [run.stderr for run in drawn.values()]
+    alone, shared = (_without_seconds(json.loads(run.stdout)) for run in drawn.values())
+    assert shared == alone
+    assert len(alone["cells"]) == 6 and all(cell["regions"] for cell in alone["cells"])
 
 
 def _children(pid: int, kind: str = "") -> set[int]:
@@ -225,6 +243,50 @@ def test_a_sweep_stopped_by_a_signal_stops_and_reaps_its_workers_and_says_so_in_
         assert _gone(others) == []
     finally:
         _reap(running, workers + others)
+
+
+def test_an_exact_region_map_stopped_by_ctrl_c_stops_its_workers_mid_proof_and_says_so_in_one_line():
+    """The prover keeps a signal for a safe point (`interrupts.holding`); with the cells in workers, the command's
+    wait for them is one (`parallel._result`): Ctrl-C ends it at once with the one line, its workers reaped."""
+    running, workers, others = _start_with_workers(REGION_MAP)
+    try:
+        os.killpg(running.pid, signal.SIGINT)
+        _, err = running.communicate(timeout=30)
+        assert running.returncode == 128 + signal.SIGINT, err
+        assert err == "aggsim: interrupted (SIGINT); every process it started is stopped\n"
+        assert [pid for pid in workers if alive(pid)] == []
+        assert _gone(others) == []
+    finally:
+        _reap(running, workers + others)
+
+
+STOPPED_MAP = """
+import time
+from aggregation.parallel import ordered_map
+for _ in ordered_map(time.sleep, [600, 600, 600], 2):
+    pass
+"""
+
+
+def test_a_stopped_map_ends_its_workers_items_instead_of_waiting_for_them():
+    """A map's items may be long (a region map's cell proves for minutes): once the map is stopped, nothing it hands
+    back is wanted, so its workers get SIGTERM at once instead of finishing what they hold."""
+    running = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_MAP], stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    workers: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := _children(running.pid, "spawn_main")) < 2:
+            assert running.poll() is None and time.monotonic() < deadline, running.communicate()
+            time.sleep(0.05)
+        time.sleep(1.0)  # each worker sleeps in its item
+        running.send_signal(signal.SIGINT)
+        _, err = running.communicate(timeout=30)  # not the items' 600 s
+        assert err.rstrip().endswith("KeyboardInterrupt"), err
+        assert [pid for pid in workers if alive(pid)] == []
+    finally:
+        _reap(running, workers)
 
 
 def test_the_workers_of_a_sweep_killed_outright_do_not_run_on():
