@@ -91,7 +91,7 @@ DEMO_COLUMNS = (80, 200)
 
 @pytest.fixture(scope="module")
 def demo_at_each_width():
-    """`aggsim demo` at each width, the runs side by side (each is half a minute of one core's simulations)."""
+    """`aggsim demo` at each width, the runs side by side (each about 15 s of two cores' simulations)."""
     processes = {
         columns: subprocess.Popen(
             [AGGSIM, "demo"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=columns_env(columns)
@@ -112,6 +112,7 @@ def demo_at_each_width():
     return out
 
 
+@pytest.mark.xdist_group("demo-at-each-width")  # one pytest-xdist worker runs the demos, once
 @pytest.mark.parametrize("columns", DEMO_COLUMNS)
 def test_sweep_and_demo_tables_keep_every_header_and_count_whole(columns, demo_at_each_width):
     demo = demo_at_each_width[columns]
