@@ -847,6 +847,9 @@ def sweep(
     try:
         source = read_scenario(scenario_path)
         profile = read_profile(profile_path) if profile_path else None
+        plugins = plugins or tuple(PLUGIN_VARIANTS)
+        # the scenario as written must be one the model plays: the usual suspects are varied around its values
+        source.with_profile(profile).spec(plugins[0])
         variations = [parse_variation(v, source.message) for v in varies] or default_variations(source, profile)
         source = source.with_profile(profile)
         with contextlib.ExitStack() as stack:
@@ -859,7 +862,7 @@ def sweep(
                 variations,
                 samples,
                 seed,
-                plugins or tuple(PLUGIN_VARIANTS),
+                plugins,
                 on_case=(lambda a, cell, *case: log.write(a, cell.plugin, cell.aggregation, *case)) if log else None,
                 progress=bar,
                 processes=jobs or usable_cores(),

@@ -30,7 +30,7 @@ from aggregation.explain import Explanation, explain_prefix, rfc3339_nanos
 from aggregation.gotime import NANOS
 from aggregation.kinds import FinalPhase, PluginVariant
 from aggregation.printable import printable
-from aggregation.propeller import NodeState, PropellerConfig
+from aggregation.propeller import Decision, NodeState, PropellerConfig, TaskPhase
 from aggregation.readers import CANONICAL_ERROR_FILE, DEFAULT
 from aggregation.replica_env import is_drawn_file_name, is_per_worker_file, per_worker_file_name
 from aggregation.validate import EARLIEST_PLAUSIBLE_SECONDS, TIMESTAMP_SECONDS, check_document, validate_target
@@ -272,6 +272,10 @@ def assert_verdict(
     }
     if all(v is None for v in expected.values()) and not no_error:
         raise TypeError("assert_verdict: give at least one expectation (worker, code, kind, recoverable, ...)")
+    for name, value, values in (("decision", decision, Decision), ("task_phase", task_phase, TaskPhase)):
+        if value is not None and value not in {v.value for v in values}:  # "retry" would only ever fail, unexplained
+            allowed = ", ".join(v.value for v in values)
+            raise ValueError(f"assert_verdict: {name} must be one of {allowed}, got {value!r}")
     if isinstance(explanation, ErrorPrefix):
         explanation = explanation.explain()
     if not isinstance(explanation, Explanation):

@@ -462,12 +462,14 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         else defaults.TERMINATION_GRACE_SECONDS
     )
     training = message.task.training_seconds if message.task.HasField("training_seconds") else defaults.TRAINING_SECONDS
+    # at least the model's clock tick: a shorter wait is no wait on a nanosecond clock (a Go Duration's unit), and
+    # the rounds it would batch cannot be counted
     if message.propeller.HasField("round_retry_seconds") and not (
-        0 < message.propeller.round_retry_seconds < float("inf")
+        1 / PER_SECOND <= message.propeller.round_retry_seconds < float("inf")
     ):
         raise where.error(
             "propeller.round_retry_seconds",
-            f"must be > 0 and finite, got {message.propeller.round_retry_seconds}",
+            f"must be at least 1 ns (1e-9) and finite, got {message.propeller.round_retry_seconds}",
         )
 
     # every timings block, by the path its errors name (each set field is finite, non-negative: `_check_values`)

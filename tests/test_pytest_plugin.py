@@ -265,6 +265,13 @@ def test_the_helpers_refuse_arguments_of_the_wrong_kind_in_one_line(tmp_path):
         assert_scenario("preemption_during_training", attempts=True)  # used to pass as 1
     with pytest.raises(ValueError, match="final_phase must be one of SUCCEEDED, SUCCEEDED_SILENTLY"):
         assert_scenario("preemption_during_training", final_phase="succeeded_silently")
+    # used to fail every explanation with "expected retry, got RETRY"
+    with pytest.raises(
+        ValueError, match=r"^assert_verdict: decision must be one of SUCCEED, RETRY, FAIL, WAIT, got 'retry'$"
+    ):
+        assert_verdict(str(tmp_path), decision="retry")
+    with pytest.raises(ValueError, match=r"^assert_verdict: task_phase must be one of QUEUED, RUNNING, SUCCEEDED, "):
+        assert_verdict(str(tmp_path), task_phase="Succeeded")
     assert_scenario("preemption_during_training", plugin="upstream", final_phase="SUCCEEDED_SILENTLY", attempts=1)
 
 

@@ -1240,6 +1240,39 @@ def test_inconsistent_scenarios_name_file_line_and_field(events, job, timings, m
     assert line > 1
 
 
+def test_a_round_retry_shorter_than_the_clock_s_nanosecond_is_refused_in_one_line():
+    """flytepropeller's durations are Go `time.Duration`s, whole nanoseconds, and so is the model's clock: a
+    shorter wait between failing rounds (1e-310 s passed the old `> 0` check) made the rounds batched between two
+    changes uncountable (an OverflowError). The tick itself is accepted and played."""
+    text = (SCENARIOS / "truncated_error_pb_replaced.textproto").read_text()
+    assert "round_retry_seconds: 1\n" in text
+    with pytest.raises(ScenarioError) as raised:
+        parse_scenario(text.replace("round_retry_seconds: 1\n", "round_retry_seconds: 1e-310\n"), "t.textproto")
+    assert re.fullmatch(
+        r"t.textproto:\d+: propeller.round_retry_seconds: must be at least 1 ns \(1e-9\) and finite, got 1e-310",
+        str(raised.value),
+    )
+    tick = parse_scenario(text.replace("round_retry_seconds: 1\n", "round_retry_seconds: 1e-9\n"), "t.textproto")
+    assert simulate(tick).final_phase.value == "FAILED_PERMANENTLY"  # played: the rounds fail 1 ns apart
+
+
+def test_a_sweep_refuses_a_scenario_it_cannot_play_before_varying_it(tmp_path):
+    """The default variations are placed around the scenario's own values (a preemption's whole second): an event
+    at `inf` reached them as an OverflowError ("internal error"). The scenario as written is checked first, as
+    `simulate` and an exact region map check it."""
+    text = (SCENARIOS / "preemption_during_training.textproto").read_text()
+    assert "at_seconds: 30.6" in text
+    path = tmp_path / "inf.textproto"
+    path.write_text(text.replace("at_seconds: 30.6", "at_seconds: inf"))
+    result = subprocess.run([AGGSIM, "sweep", str(path)], capture_output=True, text=True)
+    assert result.returncode == 2 and result.stdout == ""
+    assert re.fullmatch(
+        rf"aggsim: {re.escape(str(path))}:\d+: attempts\[0\].events\[1\].at_seconds: "
+        r"must be a finite number, got inf\n",
+        result.stderr,
+    )
+
+
 def test_a_pod_s_timings_are_set_in_one_pod_timings_entry():
     """Two entries for one pod: the second replaced the first's timings without a word (an upload of 5 s played as
     0.05 s); it is a one-line error naming the entry and the line, as a duplicate in `job.pods` is."""
