@@ -12,9 +12,10 @@ blocked, a worker then ignores SIGINT and SIGHUP (`_start_worker`), and the reso
 SIGTERM and keeps SIGHUP blocked. A worker keeps SIGTERM's default, a quiet end: the executor stops the workers of a
 broken pool with it (`terminate_broken`), and waits for ever for one that ignores it. The parent's handler (the
 CLI's) stops the map: its exception reaches the wait for a result (`_result`, which also raises one the prover's
-`interrupts.holding` kept), every worker gets SIGTERM, whatever it was doing (an exact region map's cell may prove
-for minutes), and the `with` block reaps them, so "every process it started is stopped" holds. Their futures are
-not cancelled: Python 3.11's executor fails on a future cancelled while it marks a broken pool's. A worker whose
+`interrupts.holding` kept), and the `with` block waits for the items handed out (at most `IN_FLIGHT_PER_PROCESS`
+per worker; they are not cancelled, as Python 3.11's executor fails on a future cancelled while it marks a broken
+pool's) and reaps every worker, so "every process it started is stopped" holds. (SIGTERM to the workers at once
+was tried, 2026-12-07: one CI run hung in the executor's shutdown after a Ctrl-C.) A worker whose
 parent dies without that (SIGKILL) is killed by the kernel (Linux's parent-death signal) instead of running on as
 an orphan.
 """
@@ -38,7 +39,7 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 #: items each worker may have waiting for it: enough to keep it busy while the parent merges, few enough that a
-#: long map holds little in memory
+#: stopped map waits for little
 IN_FLIGHT_PER_PROCESS = 2
 #: how often a parent waiting for a result looks for a signal kept for a safe point (`interrupts.holding`)
 SAFE_POINT_SECONDS = 0.1
@@ -81,9 +82,6 @@ def ordered_map(work: Callable[[Item], Result], items: Iterable[Item], processes
                 yield item, _result(future)
         except BrokenProcessPool:
             raise WorkerDied("a worker process of the sweep died before finishing its work") from None
-        except BaseException:  # a signal, an item's error, or the consumer done with the map: nothing more is wanted
-            _stop_workers(pool)
-            raise
 
 
 def _result(future):
@@ -94,18 +92,6 @@ def _result(future):
             return future.result(timeout=SAFE_POINT_SECONDS)
         except futures.TimeoutError:  # the builtin one from Python 3.11, its own class on 3.10
             safe_point()
-
-
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """SIGTERM to every worker, whose default ends it at once (a cell of a region map may prove for minutes);
-    leaving the `with` block then reaps them."""
-    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14's public way
-    if terminate is not None:
-        terminate()
-        return
-    for process in list((pool._processes or {}).values()):
-        with contextlib.suppress(ValueError):  # a process already closed
-            process.terminate()
 
 
 @contextlib.contextmanager

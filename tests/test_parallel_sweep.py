@@ -9,7 +9,6 @@ import math
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -245,9 +244,9 @@ def test_a_sweep_stopped_by_a_signal_stops_and_reaps_its_workers_and_says_so_in_
         _reap(running, workers + others)
 
 
-def test_an_exact_region_map_stopped_by_ctrl_c_stops_its_workers_mid_proof_and_says_so_in_one_line():
+def test_an_exact_region_map_stopped_by_ctrl_c_stops_its_workers_and_says_so_in_one_line():
     """The prover keeps a signal for a safe point (`interrupts.holding`); with the cells in workers, the command's
-    wait for them is one (`parallel._result`): Ctrl-C ends it at once with the one line, its workers reaped."""
+    wait for them is one (`parallel._result`): Ctrl-C ends it with the one line, its workers reaped."""
     running, workers, others = _start_with_workers(REGION_MAP)
     try:
         os.killpg(running.pid, signal.SIGINT)
@@ -258,35 +257,6 @@ def test_an_exact_region_map_stopped_by_ctrl_c_stops_its_workers_mid_proof_and_s
         assert _gone(others) == []
     finally:
         _reap(running, workers + others)
-
-
-STOPPED_MAP = """
-import time
-from aggregation.parallel import ordered_map
-for _ in ordered_map(time.sleep, [600, 600, 600], 2):
-    pass
-"""
-
-
-def test_a_stopped_map_ends_its_workers_items_instead_of_waiting_for_them():
-    """A map's items may be long (a region map's cell proves for minutes): once the map is stopped, nothing it hands
-    back is wanted, so its workers get SIGTERM at once instead of finishing what they hold."""
-    running = subprocess.Popen(
-        [sys.executable, "-c", STOPPED_MAP], stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    workers: set[int] = set()
-    try:
-        deadline = time.monotonic() + 60
-        while len(workers := _children(running.pid, "spawn_main")) < 2:
-            assert running.poll() is None and time.monotonic() < deadline, running.communicate()
-            time.sleep(0.05)
-        time.sleep(1.0)  # each worker sleeps in its item
-        running.send_signal(signal.SIGINT)
-        _, err = running.communicate(timeout=30)  # not the items' 600 s
-        assert err.rstrip().endswith("KeyboardInterrupt"), err
-        assert [pid for pid in workers if alive(pid)] == []
-    finally:
-        _reap(running, workers)
 
 
 def test_the_workers_of_a_sweep_killed_outright_do_not_run_on():
