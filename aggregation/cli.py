@@ -784,8 +784,8 @@ def simulate(scenario_path, plugin, aggregation, as_json, plot_path, expect, con
     "--jobs",
     type=click.IntRange(min=1),
     help="play the grid's points, or draw an exact region map's cells, in at most this many processes (default: "
-    "one per core this process may use, within its CPU affinity and its cgroup's CPU quota; a grid of a few "
-    "thousand simulations or fewer stays in one)",
+    "for a grid, one per core this process may use, within its CPU affinity and its cgroup's CPU quota, and a grid "
+    "of a few thousand simulations or fewer stays in one; for a region map, one)",
 )
 @PROPELLER_CONFIG_OPTION
 @TIMINGS_PROFILE_OPTION
@@ -893,8 +893,7 @@ def _region_sweep(
     jobs,
 ) -> None:
     """`sweep` with two ranges: exact region maps per plugin x aggregation cell (each within the prover's budget),
-    the cells drawn on every core."""
-    from aggregation.cores import usable_cores
+    the cells drawn in `--jobs` processes when asked."""
     from aggregation.explore import outcome_meanings
     from aggregation.interrupts import holding
     from aggregation.parallel import WorkerDied
@@ -937,7 +936,8 @@ def _region_sweep(
                 **arguments,
                 max_paths=max_paths,
                 max_seconds=max_seconds,
-                processes=jobs or usable_cores(),
+                # one process unless asked: a stopped map waits for the cells its workers hold, z3 for minutes
+                processes=jobs or 1,
             )
     except (ScenarioError, ProfileError, WorkerDied) as e:
         _fail(str(e))

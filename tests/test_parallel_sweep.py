@@ -247,7 +247,7 @@ def test_a_sweep_stopped_by_a_signal_stops_and_reaps_its_workers_and_says_so_in_
 def test_an_exact_region_map_stopped_by_ctrl_c_stops_its_workers_and_says_so_in_one_line():
     """The prover keeps a signal for a safe point (`interrupts.holding`); with the cells in workers, the command's
     wait for them is one (`parallel._result`): Ctrl-C ends it with the one line, its workers reaped."""
-    running, workers, others = _start_with_workers(REGION_MAP)
+    running, workers, others = _start_with_workers([*REGION_MAP, "--jobs", "2"])
     try:
         os.killpg(running.pid, signal.SIGINT)
         _, err = running.communicate(timeout=30)
