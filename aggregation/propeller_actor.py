@@ -125,15 +125,41 @@ class DeletedWithinItsSecond(ModelRefusal):
         self.kind = f"propeller looks while the TTL may have deleted the job (attempt {attempt})"
 
 
+class RetryBelowTheClock(ModelRefusal):
+    """A round fails so late that adding `round_retry_seconds` to the moment leaves it unchanged: the model's clock
+    is a float of seconds, which holds every nanosecond only below `FLOAT_HOLDS_NANOSECONDS` (about 48 days) and
+    ever coarser steps after it, so the next round would fall at the same instant for ever."""
+
+    kind = "a round's retry is finer than the clock holds at its moment"
+
+    def __init__(self, at: float, retry: float) -> None:
+        super().__init__(
+            f"propeller's round at {at:.17g} s retries {retry:g} s later, which the model's clock (float seconds) "
+            f"cannot hold that late: its step there is {math.ulp(at):g} s, so every later round would fall at the "
+            "same instant; shorten the scenario's times or lengthen propeller.round_retry_seconds"
+        )
+        self.at = at
+        self.retry = retry
+
+
+def _later(moment, step):
+    """`moment + step`, refused where the float clock cannot hold the step (a symbolic moment is exact)."""
+    later = moment + step
+    if later.__class__ is float and later == moment and step:
+        raise RetryBelowTheClock(moment, step)
+    return later
+
+
 #: at most this many rounds that fail alike run one by one, each on the timeline (max-workflow-retries' default,
 #: 10, stays within it); more are counted in one step
 ROUNDS_RUN_ONE_BY_ONE = 20
 
 
 def _uint32_sum(count, more):
-    """FailedAttempts + more as Go's uint32 adds (wrapping past 4,294,967,295); `more` may be a symbolic count."""
+    """FailedAttempts + more as Go's uint32 adds (wrapping past 4,294,967,295, as often as it passes it: rounds
+    that never abort may be counted billions at a time); `more` may be a symbolic count."""
     total = count + more
-    return total - (1 << 32) if total > UINT32_MAX else total
+    return total % (1 << 32) if total > UINT32_MAX else total
 
 
 class PropellerActor:
@@ -183,7 +209,7 @@ class PropellerActor:
         self.job_found = False
 
     def _next_round(self, condition: JobCondition, after: float) -> None:
-        self.clock.at(self.clock.now + after, lambda: self.round(condition), late=LAST)
+        self.clock.at(_later(self.clock.now, after), lambda: self.round(condition), late=LAST)
 
     def round(self, condition: JobCondition) -> None:
         spec = self.spec
@@ -247,9 +273,15 @@ class PropellerActor:
             self.retries_for_ever = condition  # no callback is left: the clock runs dry, nothing is decided
             self.log(Event(now, "propeller", What.ROUNDS_FAIL_FOR_EVER, reason=self.last_round_error or ""))
             return
-        alike = limit + 1 - self.failed_rounds  # the rounds still to fail before the one that aborts
+        if self.config.rounds_never_abort:
+            # no round aborts: every round before the change fails alike, however many (`until` is finite here),
+            # and FailedAttempts wraps as often as they pass uint32's largest
+            alike = math.ceil((until - now) / retry)
+        else:
+            alike = limit + 1 - self.failed_rounds  # the rounds still to fail before the one that aborts
+            if until != math.inf:
+                alike = min(alike, math.ceil((until - now) / retry))
         if until != math.inf:
-            alike = min(alike, math.ceil((until - now) / retry))
             # strictly before: a change at a round is seen
             while alike > 0 and not on_the_clock(now + alike * retry) < until:
                 alike -= 1
@@ -261,10 +293,11 @@ class PropellerActor:
         def fail_alike() -> None:
             self.failed_rounds = _uint32_sum(self.failed_rounds, alike)
             why = self.last_round_error or ""
-            self.log(Event(self.clock.now, "propeller", What.ROUNDS_FAIL_ALIKE, reason=why, count=self.failed_rounds))
-            self.clock.at(last + retry, lambda: self.round(condition), late=LAST)
+            what = What.ROUNDS_FAIL_UNTIL_A_CHANGE if self.config.rounds_never_abort else What.ROUNDS_FAIL_ALIKE
+            self.log(Event(self.clock.now, "propeller", what, reason=why, count=self.failed_rounds))
+            self.clock.at(_later(last, retry), lambda: self.round(condition), late=LAST)
 
-        self.clock.at(now + retry, fail_alike, late=LAST)
+        self.clock.at(_later(now, retry), fail_alike, late=LAST)
 
     def _abort(self, condition: JobCondition) -> None:
         """`HandleAbortedWorkflow`: the workflow fails with SYSTEM "Workflow abort failed"."""

@@ -51,6 +51,7 @@ class What(NamedEnum):
     ROUND_FAILED = "round_failed"  # the reader returned a Go error: the round fails, the next one retries
     ROUNDS_FAIL_ALIKE = "rounds_fail_alike"  # nothing can change what the next rounds read: they fail alike
     ROUNDS_FAIL_FOR_EVER = "rounds_fail_for_ever"  # ... and max-workflow-retries can never be exceeded
+    ROUNDS_FAIL_UNTIL_A_CHANGE = "rounds_fail_until_a_change"  # rounds that never abort fail alike up to a change
     WORKFLOW_ABORTED = "workflow_aborted"  # more failed rounds than max-workflow-retries
     STORAGE_OUTAGE = "storage_outage"  # the blob store fails propeller's requests for a while
     UPLOAD_TRUNCATED = "upload_truncated"  # a pod's upload landed cut short
@@ -176,8 +177,13 @@ class Event(NamedTuple):
             )
         if what is w.ROUNDS_FAIL_ALIKE:
             return (
-                f"rounds fail alike from here on, until {self.count} have failed: nothing is left to happen that "
-                f"could change what they read ({self.reason})"
+                f"rounds fail alike until {self.count} have failed: nothing happens before then that could change "
+                f"what they read ({self.reason})"
+            )
+        if what is w.ROUNDS_FAIL_UNTIL_A_CHANGE:
+            return (
+                "rounds fail alike until something may change what they read, and "
+                f"{NEVER_ABORTS}; it then reads {self.count} (a uint32: it wraps past 4,294,967,295) ({self.reason})"
             )
         if what is w.WORKFLOW_ABORTED:
             return f"aborts the workflow: {self.reason}"

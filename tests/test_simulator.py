@@ -1569,12 +1569,52 @@ def test_at_uint32_s_largest_limit_rounds_fail_for_ever_and_the_node_never_ends(
     assert "for ever" in endless.describe() and not rounds(execution, What.WORKFLOW_ABORTED)
 
 
+def _outage(outage_at, outage, retry, limit):
+    text = SCENARIOS.joinpath("storage_outage_during_the_read.textproto").read_text()
+    limit %= 2**32  # the scenario's field is a uint32: -1 is its largest
+    text = text.replace("round_retry_seconds: 1", f"round_retry_seconds: {retry!r}\n  max_workflow_retries: {limit}")
+    return text.replace(
+        "events { at_seconds: 31 storage_outage { duration_seconds: 3.5 } }",
+        f"events {{ at_seconds: {outage_at!r} storage_outage {{ duration_seconds: {outage!r} }} }}",
+    )
+
+
+def test_rounds_that_never_abort_are_counted_up_to_the_next_change_in_one_step():
+    """controller/handler.go TryMutateWorkflow: at uint32's largest limit no round aborts, and FailedAttempts (a
+    uint32) wraps as Go's addition does, as often as it passes 4,294,967,295. An outage of a million seconds with a
+    round every nanosecond is 10^15 failed rounds: counted in one step up to each moment that may change what the
+    rounds read (a few), not 2^32 at a time (230,000 steps), and the count is exact."""
+    execution = simulate(parse_scenario(_outage(31, 1e6, 1e-9, -1)))
+    attempt = execution.attempts[0]
+    first = rounds(execution, What.ROUND_FAILED)[0].at
+    assert attempt.observed_at == 31 + 1e6  # the round at the outage's very end reads the prefix
+    assert attempt.failed_rounds == round((attempt.observed_at - first) * 1e9) % 2**32
+    steps = rounds(execution, What.ROUNDS_FAIL_UNTIL_A_CHANGE)
+    assert 1 <= len(steps) <= 8 and not rounds(execution, What.ROUNDS_FAIL_ALIKE)
+    assert "wraps past 4,294,967,295" in steps[-1].describe() and "never exceeds" in steps[-1].describe()
+
+
+def test_a_round_retry_finer_than_the_clock_holds_is_refused_in_one_line(tmp_path):
+    """The model's clock is a float of seconds: 300 million seconds in, a nanosecond's retry leaves the moment as it
+    is, so the rounds would never move on. Refused in one line, not a hang."""
+    from aggregation.propeller_actor import RetryBelowTheClock
+
+    text = _outage(31, 3e8, 1e-9, -1)
+    with pytest.raises(RetryBelowTheClock, match="round_retry_seconds"):
+        simulate(parse_scenario(text))
+    path = tmp_path / "late.textproto"
+    path.write_text(text)
+    done = subprocess.run([AGGSIM, "simulate", str(path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "cannot hold that late" in done.stderr and "Traceback" not in done.stderr
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     outage_at=st.integers(290, 400).map(lambda t: t / 10),
     outage=st.integers(1, 400).map(lambda t: t / 4),
     retry=st.sampled_from([0.25, 0.5, 1, 1.5, 3]),
-    limit=st.integers(0, 60),
+    limit=st.one_of(st.integers(0, 60), st.just(-1)),
 )
 def test_rounds_counted_in_one_step_end_as_rounds_run_one_by_one(outage_at, outage, retry, limit):
     """The step that counts rounds alike (propeller_actor `_after_failed_round`) changes nothing propeller decides:
@@ -1582,13 +1622,7 @@ def test_rounds_counted_in_one_step_end_as_rounds_run_one_by_one(outage_at, outa
     per round), for outages starting before, during and after propeller's look."""
     from aggregation import engine
 
-    text = SCENARIOS.joinpath("storage_outage_during_the_read.textproto").read_text()
-    text = text.replace("round_retry_seconds: 1", f"round_retry_seconds: {retry}\n  max_workflow_retries: {limit}")
-    text = text.replace(
-        "events { at_seconds: 31 storage_outage { duration_seconds: 3.5 } }",
-        f"events {{ at_seconds: {outage_at} storage_outage {{ duration_seconds: {outage} }} }}",
-    )
-    spec = parse_scenario(text)
+    spec = parse_scenario(_outage(outage_at, outage, retry, limit))
 
     def verdict(execution):
         aborts = [e.at for a in execution.attempts for e in a.timeline if e.what is What.WORKFLOW_ABORTED]
