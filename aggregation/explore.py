@@ -399,7 +399,7 @@ def assign_field(message: pb.Scenario, path: str, value) -> None:
 
 def default_variations(source: ScenarioSource, profile: Optional[pb.TimingsProfile] = None) -> list[Variation]:
     """The race's usual suspects, for a scenario with a preemption in its first attempt. With a timings profile,
-    a pod phase it measured (and the scenario does not set) is varied over the measured (min, median, max)."""
+    every pod phase it measured (and the scenario does not set) is varied over the measured (min, median, max)."""
     from aggregation.profile import measured_values
 
     message = source.message
@@ -420,6 +420,14 @@ def default_variations(source: ScenarioSource, profile: Optional[pb.TimingsProfi
         Variation("timings.first_monitor_poll_seconds", tuple(round(interval * f, 3) for f in (0.1, 0.5, 0.9))),
         Variation("propeller.observation_delay_seconds", (0.0, 1.0, 3.0, 10.0)),
     ]
+    if profile is not None:
+        # every other phase the profile measured, over its measured values too (no built-in range: the model's
+        # default is one measurement)
+        varied = {variation.field for variation in variations}
+        for descriptor in pb.PodTimings.DESCRIPTOR.fields:
+            measured = measured_values(message, profile, descriptor.name)
+            if measured and f"timings.{descriptor.name}" not in varied:
+                variations.append(Variation(f"timings.{descriptor.name}", measured))
     for index, override in enumerate(message.pod_timings):
         if override.timings.HasField("clock_offset_seconds"):  # the scenario says this node's clock may be skewed
             bound = defaults.CLOCK_OFFSET_BOUND_SECONDS

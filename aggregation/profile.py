@@ -20,7 +20,7 @@ from typing import Optional
 from google.protobuf import text_format
 
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
-from aggregation.scenario import parse_text_proto, read_text_file, seconds_problem
+from aggregation.scenario import parse_text_proto, read_text_file, timing_problem
 
 #: PodTimings fields that are not a phase a pod goes through, so no measurement can stand for them
 UNPROFILABLE = frozenset(
@@ -54,7 +54,7 @@ def parse_profile(text: str, path: str = "<profile>") -> pb.TimingsProfile:
         seen.add(key)
         values = (phase.min_seconds, phase.median_seconds, phase.max_seconds)
         for name, value in zip(("min_seconds", "median_seconds", "max_seconds"), values):
-            problem = seconds_problem(value)
+            problem = timing_problem(phase.field, value)  # the bounds a scenario's timings block meets
             if problem:
                 raise ProfileError(f"{where}.{name} ({phase.field}): {problem}")
         if not phase.min_seconds <= phase.median_seconds <= phase.max_seconds:

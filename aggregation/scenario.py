@@ -386,6 +386,18 @@ def seconds_problem(value: float, signed_bound: Optional[float] = None) -> Optio
     return None
 
 
+def timing_problem(field: str, value: float) -> Optional[str]:
+    """What is wrong with a value of a `PodTimings` field, if anything: its type's bounds (`seconds_problem`) and the
+    field's own. One rule for a scenario's timings blocks and a timings profile's phases."""
+    problem = seconds_problem(value, SIGNED_SECONDS.get(field))
+    if problem is None and field == "agent_shutdown_seconds" and value > defaults.TORCH_SHUTDOWN_TIMEOUT_SECONDS:
+        problem = (
+            f"must be at most {defaults.TORCH_SHUTDOWN_TIMEOUT_SECONDS:g}, got {value}: torch's agent SIGKILLs its "
+            "workers that long after it signals them (LaunchConfig.shutdown_timeout)"
+        )
+    return problem
+
+
 def _value_problem(descriptor, value) -> Optional[str]:
     """What is wrong with one scalar field's value, if anything."""
     name = descriptor.name
@@ -486,13 +498,9 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
                 "set job.max_restarts (at least 1: a failed worker group restarts through a new rendezvous round, "
                 "where its agent waits for the lost peer) and job.join_timeout_seconds",
             )
-        shutdown = written.agent_shutdown_seconds
-        if shutdown > defaults.TORCH_SHUTDOWN_TIMEOUT_SECONDS:
-            raise where.error(
-                f"{block}.agent_shutdown_seconds",
-                f"must be at most {defaults.TORCH_SHUTDOWN_TIMEOUT_SECONDS:g}, got {shutdown}: "
-                "torch's agent SIGKILLs its workers that long after it signals them (LaunchConfig.shutdown_timeout)",
-            )
+        problem = timing_problem("agent_shutdown_seconds", written.agent_shutdown_seconds)
+        if problem:
+            raise where.error(f"{block}.agent_shutdown_seconds", problem)
     join_timeout = job.join_timeout_seconds if job.HasField("join_timeout_seconds") else defaults.JOIN_TIMEOUT_SECONDS
     interval = monitor_interval_of(job)
     # the model's clock ticks in nanoseconds (`nanoseconds.on_the_clock`): an agent that looked more often than

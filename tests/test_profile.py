@@ -74,12 +74,20 @@ def test_a_profile_moves_the_simulated_catch():
     assert upload_of_a(4.0) - upload_of_a(1.5) == pytest.approx(2.5)
 
 
-def test_the_sweep_varies_a_measured_phase_over_min_median_and_max():
+def test_the_sweep_varies_every_measured_phase_over_min_median_and_max():
+    """Every phase the profile measured and the scenario leaves unset, including those the built-in sweep does not
+    vary (the exits: exit_seconds and failed_worker_exit_seconds used to take the median only); the start method's
+    own measurement where there is one."""
     source = read_scenario(str(SCENARIOS / "preemption_during_training.textproto"))
     varied = {v.field: v.values for v in default_variations(source, parse_profile(PROFILE))}
     assert varied["timings.failure_detection_seconds"] == (1.2, 1.5, 2.1)
+    assert varied["timings.exit_seconds"] == (0.5, 0.6, 0.8)
+    assert varied["timings.failed_worker_exit_seconds"] == (0.6, 1.2, 2.0)  # spawn's
     unprofiled = {v.field: v.values for v in default_variations(source)}
     assert varied["timings.upload_seconds"] == unprofiled["timings.upload_seconds"]  # not measured: as before
+    assert set(varied) - set(unprofiled) == {"timings.exit_seconds", "timings.failed_worker_exit_seconds"}
+    sets_its_exit = parse_scenario_source(SCENARIO % "")  # timings { exit_seconds: 0.9 }: the scenario's value
+    assert "timings.exit_seconds" not in {v.field for v in default_variations(sets_its_exit, parse_profile(PROFILE))}
 
 
 def test_phases_written_per_start_method_accumulate_in_one_profile():
@@ -111,6 +119,12 @@ def test_phases_written_per_start_method_accumulate_in_one_profile():
         # a finite value past what a scenario may span is named as such (it used to be "must be finite")
         ('field: "upload_seconds" max_seconds: 1e300', "max_seconds (upload_seconds): 1e+300 s is beyond"),
         ('field: "failure_detection_seconds" max_seconds: 1', "a second failure_detection_seconds"),
+        # a field's own bound (torch's shutdown_timeout) is the profile's to meet: it used to be blamed on the
+        # scenario's timings block, or on a sweep's --vary, when the median became the scenario's value
+        (
+            'field: "agent_shutdown_seconds" min_seconds: 1 median_seconds: 40 max_seconds: 50',
+            "median_seconds (agent_shutdown_seconds): must be at most 30",
+        ),
     ],
 )
 def test_a_bad_profile_is_refused_in_one_line_naming_file_and_field(tmp_path, phase, named):
