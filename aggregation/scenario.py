@@ -7,6 +7,7 @@ message names the file, the line and the field.
 
 from __future__ import annotations
 
+import codecs
 import math
 import os
 import re
@@ -342,10 +343,12 @@ def read_text_file(path: str, error: type[ValueError] = ScenarioError, what: str
         raise error(f"{path}: cannot read: {e.strerror}") from None
     if len(data) > limit:  # it grew while we read it
         raise error(f"{path}: over the {limit:,}-byte limit for {what}")
+    # a byte order mark, which some editors write first, is no part of the text
+    start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
-        return data.decode("utf-8")
+        return data[start:].decode("utf-8")
     except UnicodeDecodeError as e:
-        raise error(f"{path}: not UTF-8 text (byte {e.start})") from None
+        raise error(f"{path}: not UTF-8 text (byte {start + e.start})") from None
 
 
 def read_scenario(path: str) -> ScenarioSource:

@@ -5,6 +5,7 @@ place (`aggregation/scenario.py` `_check_values`), `--vary` values by the field'
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import subprocess
@@ -71,6 +72,40 @@ def test_a_scenario_that_is_not_utf8_is_refused(tmp_path):
     path = tmp_path / "latin1.textproto"
     path.write_bytes(b'name: "caf\xe9"')
     one_line_error(run("simulate", path), "not UTF-8")
+    path.write_bytes(codecs.BOM_UTF8 + b'name: "caf\xe9"')
+    one_line_error(run("simulate", path), "not UTF-8 text (byte 13)")  # the file's byte, mark counted
+
+
+def test_a_byte_order_mark_before_a_scenario_is_no_part_of_it(tmp_path):
+    """Some editors (Windows Notepad among them) write a UTF-8 byte order mark first; it was a parse error that
+    printed the mark itself. The scenario is the text after it."""
+    text = (SCENARIOS / "preemption_during_training.textproto").read_bytes()
+    marked = tmp_path / "marked.textproto"
+    marked.write_bytes(codecs.BOM_UTF8 + text)
+    assert run("simulate", marked, "--json").stdout == run("simulate", PREEMPTION, "--json").stdout
+    marked.write_bytes(codecs.BOM_UTF8 + b"name: 1 +")
+    assert "\ufeff" not in one_line_error(run("simulate", marked), "marked.textproto:1")
+
+
+def test_format_characters_in_a_document_are_shown_escaped(tmp_path):
+    """A right-to-left override (U+202E) makes a terminal show the text after it backwards, a zero-width space
+    (U+200B) or a byte order mark shows nothing, a line separator (U+2028) may break the line: what a document
+    carries is shown as escapes (Unicode's Cf, Zl and Zp; `aggregation/printable.py`), in a pipe as in a terminal."""
+    from flyteidl.core import errors_pb2
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    error = errors_pb2.ContainerError(
+        code="USER:Bad\u200b",
+        kind=errors_pb2.ContainerError.RECOVERABLE,
+        worker="w\u202e0-rekrow\u2028\ufeff\U000e0041",
+        timestamp=Timestamp(seconds=5),
+    )
+    (tmp_path / "error-x.pb").write_bytes(errors_pb2.ErrorDocument(error=error).SerializeToString())
+    result = subprocess.run([AGGSIM, "explain", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "worker: w\\u202e0-rekrow\\u2028\\ufeff\\U000e0041" in result.stdout
+    assert "code: USER:Bad\\u200b" in result.stdout
+    assert not any(ord(c) > 0x7F for c in result.stdout), result.stdout
 
 
 # --- field values against the schema's types --------------------------------------------------------------------
