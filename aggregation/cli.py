@@ -553,8 +553,9 @@ def validate(targets, as_json, allow_empty, max_download_mb, config_files, timeo
     """Lint error files (or every error* key of a prefix) against what correct aggregation needs.
 
     Exit 0 when every file passes, 1 when any fails or there is none (unless --allow-empty), 2 when a path
-    cannot be opened. The size limit is --max-download-mb, else the deployment's (--propeller-config), else
-    propeller's default. A prefix without error files is what upstream's plugin leaves after a preemption.
+    cannot be opened (the other paths' findings are still printed; --json lists it under "not_opened"). The size
+    limit is --max-download-mb, else the deployment's (--propeller-config), else propeller's default. A prefix
+    without error files is what upstream's plugin leaves after a preemption.
     """
     from aggregation.storage import StorageError, StoreUnreachable
     from aggregation.validate import validate_target
@@ -563,13 +564,13 @@ def validate(targets, as_json, allow_empty, max_download_mb, config_files, timeo
     for target in targets:
         _refuse_a_store_no_process_shares(target)
         _quiet_store_loggers(target)
-    reports = []
+    reports, unopened = [], []  # a path that cannot be opened does not hide the other paths' findings
     for target in targets:
         try:
             reports.extend(validate_target(target, timeout, limit))
         except (StorageError, StoreUnreachable) as e:
-            _fail(str(e))
-    passed = all(r.ok for r in reports) and bool(reports or allow_empty)
+            unopened.append(str(e))
+    passed = all(r.ok for r in reports) and bool(reports or allow_empty) and not unopened
     if as_json:
         click.echo(
             json.dumps(
@@ -582,6 +583,7 @@ def validate(targets, as_json, allow_empty, max_download_mb, config_files, timeo
                         }
                         for r in reports
                     ],
+                    "not_opened": unopened,
                     "ok": passed,
                 },
                 indent=2,
@@ -596,8 +598,14 @@ def validate(targets, as_json, allow_empty, max_download_mb, config_files, timeo
                 click.echo(printable(f"{report.path}: ok"))
             for finding in report.findings:
                 click.echo(_finding_line(printable(f"{report.path}: {finding.check}: {finding.message}")))
-        if not reports:
+        if not reports and not unopened:
             click.echo("no error files found" + ("" if allow_empty else " (pass --allow-empty if that is expected)"))
+    if unopened:
+        from aggregation.printable import printable
+
+        for problem in unopened:
+            click.echo(f"aggsim: {printable(problem)}", err=True)
+        sys.exit(2)
     sys.exit(0 if passed else 1)
 
 

@@ -316,12 +316,21 @@ def resolve_scenario_path(path: "str | os.PathLike[str]") -> str:
     shipped file. A bare name is the file of that name where there is one (not a directory), else the shipped
     scenario."""
     path = os.fspath(path)
+    if path == "":
+        raise ScenarioError("no scenario named (an empty argument): name a .textproto file or a shipped scenario")
+    if path == "-":
+        raise ScenarioError(
+            "-: a scenario is not read from standard input (a pipe or a terminal may never end): name a .textproto "
+            "file or a shipped scenario"
+        )
     here = Path(path)
     if "/" in path or path.endswith(".textproto") or (here.exists() and not here.is_dir()):
         return path
     shipped = SHIPPED_SCENARIOS / f"{path}.textproto"
     if shipped.is_file():
         return str(shipped)
+    if here.is_dir():
+        raise ScenarioError(f"{path}: a directory, not a scenario (a .textproto file or a shipped scenario's name)")
     raise ScenarioError(
         f"{path}: no such file, and no shipped scenario of that name (shipped: {', '.join(shipped_scenario_names())})"
     )

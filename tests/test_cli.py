@@ -410,9 +410,26 @@ def test_validate_fails_on_a_prefix_without_error_files_unless_allowed(tmp_path)
     assert run("validate", str(tmp_path), "--allow-empty").exit_code == 0
     # the JSON says what the exit code says
     as_json = run("validate", str(tmp_path), "--json")
-    assert as_json.exit_code == 1 and json.loads(as_json.output) == {"files": [], "ok": False}
+    assert as_json.exit_code == 1 and json.loads(as_json.output) == {"files": [], "not_opened": [], "ok": False}
     allowed = run("validate", str(tmp_path), "--json", "--allow-empty")
     assert allowed.exit_code == 0 and json.loads(allowed.output)["ok"] is True
+
+
+def test_validate_of_a_path_that_cannot_be_opened_still_prints_the_other_paths_findings(prefix, tmp_path):
+    """Linters report every path they can read: a missing second path used to print its one line and drop the
+    first path's findings. Exit 2 (a path could not be opened) all the same, and --json lists it."""
+    missing = str(tmp_path / "nowhere")
+    prefix("run/error-a.pb", error_document_bytes(code="USER:X", worker="w", timestamp_ns=5))  # 1970: a finding
+    prefix = str(prefix.path / "run")
+    alone = subprocess.run([AGGSIM, "validate", prefix], capture_output=True, text=True)
+    both = subprocess.run([AGGSIM, "validate", prefix, missing], capture_output=True, text=True)
+    assert alone.returncode == 1 and alone.stdout  # the fixture's prefix has findings
+    assert (both.returncode, both.stdout) == (2, alone.stdout)
+    assert both.stderr == f"aggsim: {missing}: no such file or directory\n"
+    as_json = subprocess.run([AGGSIM, "validate", missing, prefix, "--json"], capture_output=True, text=True)
+    answer = json.loads(as_json.stdout)
+    assert as_json.returncode == 2 and answer["ok"] is False and answer["files"]
+    assert answer["not_opened"] == [f"{missing}: no such file or directory"]
 
 
 def test_validate_does_not_read_a_file_over_the_limit(prefix):

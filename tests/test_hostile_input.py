@@ -76,6 +76,21 @@ def test_a_scenario_that_is_not_utf8_is_refused(tmp_path):
     one_line_error(run("simulate", path), "not UTF-8 text (byte 13)")  # the file's byte, mark counted
 
 
+@pytest.mark.parametrize(
+    "argument, needle",
+    [
+        (".", ".: a directory, not a scenario"),
+        ("", "no scenario named (an empty argument)"),
+        ("-", "-: a scenario is not read from standard input"),
+    ],
+)
+@pytest.mark.parametrize("command", ["simulate", "sweep", "prove"])
+def test_a_directory_an_empty_name_or_a_dash_is_named_for_what_it_is(command, argument, needle):
+    """They were all "no such file, and no shipped scenario of that name", which is untrue of a directory."""
+    claim = ["--claim", "retries"] if command == "prove" else []
+    one_line_error(run(command, argument, *claim), needle)
+
+
 def test_a_byte_order_mark_before_a_scenario_is_no_part_of_it(tmp_path):
     """Some editors (Windows Notepad among them) write a UTF-8 byte order mark first; it was a parse error that
     printed the mark itself. The scenario is the text after it."""
