@@ -626,8 +626,12 @@ def _payload_limit(config, max_download_mb: "int | None") -> int:
     propeller's default (`explain` and `validate` alike)."""
     if max_download_mb is None:
         return config.max_payload_bytes
-    from aggregation.propeller import payload_limit
+    from aggregation.printable import printable
+    from aggregation.propeller import payload_limit, payload_limit_note
 
+    note = payload_limit_note(max_download_mb)
+    if note:
+        click.echo(f"aggsim: note: --max-download-mb: {printable(note)}", err=True)
     return payload_limit(max_download_mb)
 
 

@@ -65,6 +65,18 @@ def payload_limit(max_download_mbs: int) -> int:
     return wrap(max_download_mbs * MIB, 64)
 
 
+def payload_limit_note(max_download_mbs: int) -> Optional[str]:
+    """What to tell a user whose maxDownloadMBs wraps in `payload_limit` (faithful, but never what was meant)."""
+    limit = payload_limit(max_download_mbs)
+    if limit == max_download_mbs * MIB:
+        return None
+    consequence = ", so every non-empty error file is too large" if limit <= 0 else ""
+    return (
+        f"maxDownloadMBs {max_download_mbs} is past 8,796,093,022,207: propeller's int64 product with 1 MiB wraps "
+        f"(getMaxPayloadSize) to a limit of {limit:,} bytes{consequence}"
+    )
+
+
 #: why failing rounds never abort at that limit: said in the timeline and in the reason the node keeps running
 NEVER_ABORTS = "max-workflow-retries is uint32's largest (-1), which the workflow's FailedAttempts never exceeds"
 

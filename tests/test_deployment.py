@@ -79,6 +79,23 @@ def test_max_download_mbs_from_the_file_or_the_flag_sets_the_size_limit(tmp_path
     assert flag["task_phase"] == "PERMANENT_FAILURE"
 
 
+@pytest.mark.parametrize("mbs, limit", [(9_000_000_000_000, "-9,009,560,073,709,551,616"), (2**44 + 1, "1,048,576")])
+def test_a_size_limit_that_wraps_in_propeller_s_int64_is_played_and_said(tmp_path, mbs, limit):
+    """flyteplugins `remote_file_output_reader.go` `getMaxPayloadSize`: maxDownloadMBs * 1024 * 1024 in Go's int64
+    wraps past 8,796,093,022,207 MB. The model plays the wrapped limit (a negative one fails every round), and says
+    so on stderr, from the flag or from a file: the flag's help allows up to 2^63-1, which reads as no limit."""
+    (tmp_path / "error.pb").write_bytes(error_document_bytes(code="USER:X", message="m", timestamp_ns=T0))
+    config = write(tmp_path, f"storage:\n  limits:\n    maxDownloadMBs: {mbs}\n", "limits.yaml")
+    for how in (["--max-download-mb", str(mbs)], ["--propeller-config", config]):
+        done = aggsim("explain", str(tmp_path), "--strategy", "default", "--json", *how)
+        assert json.loads(done.stdout)["task_phase"] == (
+            "ROUND_FAILED" if limit.startswith("-") else "PERMANENT_FAILURE"
+        )
+        assert done.stderr.count("\n") == 1 and "aggsim: note: " in done.stderr, done.stderr
+        assert f"wraps (getMaxPayloadSize) to a limit of {limit} bytes" in done.stderr
+    assert aggsim("explain", str(tmp_path), "--max-download-mb", str(2**43 - 1)).stderr == ""  # the largest unwrapped
+
+
 def test_sections_match_without_case_and_unknown_keys_are_ignored(tmp_path):
     path = write(
         tmp_path,
