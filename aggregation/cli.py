@@ -317,11 +317,14 @@ UINT32 = click.IntRange(0, 2**32 - 1)
 
 class LocalPath(click.Path):
     """`click.Path`, refusing a NUL byte as a usage error: the OS cannot name such a file, and `os.stat` raises
-    ValueError, not OSError, on one (only a caller in this process can pass it: argv cannot hold one)."""
+    ValueError, not OSError, on one (only a caller in this process can pass it: argv cannot hold one); and an
+    empty name, which names no file."""
 
     def convert(self, value, param, ctx):
         if isinstance(value, str) and "\x00" in value:
             self.fail(f"{value!r}: a file name cannot hold a NUL byte", param, ctx)
+        if value == "":  # it would read as "not given" wherever the option is tested for truth
+            self.fail("an empty file name names no file", param, ctx)
         return super().convert(value, param, ctx)
 
 

@@ -91,6 +91,26 @@ def test_a_directory_an_empty_name_or_a_dash_is_named_for_what_it_is(command, ar
     one_line_error(run(command, argument, *claim), needle)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sweep", PREEMPTION, "--out", ""],
+        ["sweep", PREEMPTION, "--plot", ""],
+        ["simulate", PREEMPTION, "--timings-profile", ""],
+        ["explain", ".", "--propeller-config", ""],
+        ["run-local", PREEMPTION, "--work-dir", ""],
+        ["simulate", PREEMPTION, "--timings-profile", "a\x00b"],
+    ],
+)
+def test_a_file_name_that_names_no_file_is_a_usage_error(args):
+    """`--out ""` was taken for no --out at all: the sweep ran and wrote nothing, silently. An empty name (or one
+    holding a NUL) names no file: refused before anything runs (`cli.LocalPath`)."""
+    result = run(*args)
+    assert result.exit_code == 2 and "Invalid value for" in result.stderr, result.output
+    assert "an empty file name names no file" in result.stderr or "cannot hold a NUL byte" in result.stderr
+    assert result.stdout == ""
+
+
 def test_a_byte_order_mark_before_a_scenario_is_no_part_of_it(tmp_path):
     """Some editors (Windows Notepad among them) write a UTF-8 byte order mark first; it was a parse error that
     printed the mark itself. The scenario is the text after it."""
