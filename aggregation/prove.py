@@ -19,6 +19,7 @@ whichever order Go picks.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -120,7 +121,9 @@ PHASES = ("SUCCEEDED", "RETRIED_THEN_SUCCEEDED", "SUCCEEDED_SILENTLY", "FAILED_P
 
 def parse_claim(text: str, message: pb.Scenario) -> Claim:
     """`retries`, `genuine-error-wins`, or `phase=P[|P...]`, `phase!=P`, `outcome=O`, `outcome!=O`, `code=C`,
-    `code!=C` on the final phase, headline outcome (`explore.OUTCOMES`) or final error code."""
+    `code!=C` on the final phase, headline outcome (`explore.OUTCOMES`) or final error code. A phase or outcome is
+    read in any case, with spaces or hyphens for underscores (`sweep` prints "failed permanently"); a code as
+    written."""
     kinds = [(e.WhichOneof("kind"), e) for a in message.attempts for e in a.events]
     if text == "retries":
         if not any(kind == "preemption" for kind, _ in kinds):
@@ -147,12 +150,15 @@ def parse_claim(text: str, message: pb.Scenario) -> Claim:
         for operator in ("!=", "="):
             prefix = subject + operator
             if text.startswith(prefix):
-                values = tuple(v.strip() for v in text[len(prefix) :].split("|"))
+                written = tuple(v.strip() for v in text[len(prefix) :].split("|"))
+                values = written
+                if allowed is not None:  # a phase or outcome as sweep prints it ("failed permanently") is that one
+                    values = tuple(re.sub(r"[\s-]+", "_", v).upper() for v in written)
                 if values == ("",):
                     raise ScenarioError(f"--claim {text!r}: no value after {prefix}")
                 if "" in values:
                     raise ScenarioError(f"--claim {text!r}: an empty alternative (nothing before or after a |)")
-                unknown = [v for v in values if allowed is not None and v not in allowed]
+                unknown = [w for w, v in zip(written, values) if allowed is not None and v not in allowed]
                 if unknown:
                     raise ScenarioError(
                         f"--claim {text!r}: {unknown[0]!r} is not {'an' if subject == 'outcome' else 'a'} {subject} "

@@ -334,6 +334,27 @@ def test_bad_claims_are_one_line(claim: str, problem: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "written, read",
+    [
+        ("outcome=retried", "outcome=RETRIED"),
+        ("outcome!=failed permanently|succeeded-silently", "outcome!=FAILED_PERMANENTLY|SUCCEEDED_SILENTLY"),
+        ("phase=Retried_Then_Succeeded", "phase=RETRIED_THEN_SUCCEEDED"),
+    ],
+)
+def test_a_phase_or_outcome_is_read_as_sweep_prints_it(written: str, read: str) -> None:
+    """`sweep` prints outcomes as "retried", "failed permanently": a claim that copies them means the same as the
+    upper-case names (`prove.parse_claim`); a code stays as written (codes are case-sensitive)."""
+    message = read_scenario(PREEMPTION).message
+    box = ("attempts[0].events[1].at_seconds=30..31",)
+    same = _proof(PREEMPTION, written, box, "upstream", True), _proof(PREEMPTION, read, box, "upstream", True)
+    assert P.parse_claim(written, message).meaning == P.parse_claim(read, message).meaning
+    assert [(p.verdict, len(p.counterexamples)) for p in same] == [(same[1].verdict, len(same[1].counterexamples))] * 2
+    with pytest.raises(ScenarioError, match="'nope' is not an outcome"):
+        P.parse_claim("outcome=nope", message)
+    assert P.parse_claim("code=user:x", message).meaning == "the final code is user:x"
+
+
+@pytest.mark.parametrize(
     "vary, problem",
     [
         ("timings.upload_seconds=3..1", "empty: its low end 3 is above 1"),
