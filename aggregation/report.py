@@ -89,8 +89,8 @@ def timeline_lines(attempt: AttemptResult) -> list[str]:
     return [timeline_line(e.at, e.pod, e.describe()) for e in attempt.timeline]
 
 
-#: where a description goes when its own column is too narrow for it: under the pod's name
-UNDER_THE_POD = " " * (9 + 2)
+#: the time column's width (seconds with milliseconds) up to 99,999.999 s; a later time widens the column
+TIME_WIDTH = 9
 #: the narrowest description column worth keeping beside the pods' names
 NARROWEST_COLUMN = 24
 
@@ -104,21 +104,24 @@ def print_timeline(console: Console, rows: Sequence[tuple[float, str, str]]) -> 
     """
     if not rows:
         return
+    time_width = max(TIME_WIDTH, max(len(f"{at:.3f}") for at, _, _ in rows))
     pod_width = max(16, max(len(pod) for _, pod, _ in rows))
-    indent = " " * (9 + 2 + pod_width + 1)
+    under_the_pod = " " * (time_width + 2)  # where a description goes when its own column is too narrow for it
+    indent = " " * (time_width + 2 + pod_width + 1)
     room = console.width - len(indent)
-    below = max(20, console.width - len(UNDER_THE_POD))
+    below = max(20, console.width - len(under_the_pod))
     for at, pod, what in rows:
         text = str(what)
+        when = f"{at:{time_width}.3f}"
         if room >= NARROWEST_COLUMN and all(len(word) <= room for word in text.split()):
             lines = textwrap.wrap(text, room, break_long_words=False, break_on_hyphens=False) or [""]
-            console.print(literal(f"{at:9.3f}  {pod:<{pod_width}} {lines[0]}"), highlight=False, soft_wrap=True)
+            console.print(literal(f"{when}  {pod:<{pod_width}} {lines[0]}"), highlight=False, soft_wrap=True)
             for line in lines[1:]:
                 console.print(literal(indent + line), highlight=False, soft_wrap=True)
             continue
-        console.print(literal(f"{at:9.3f}  {pod}"), highlight=False, soft_wrap=True)
+        console.print(literal(f"{when}  {pod}"), highlight=False, soft_wrap=True)
         for line in textwrap.wrap(text, below, break_long_words=False, break_on_hyphens=False):
-            console.print(literal(UNDER_THE_POD + line), highlight=False, soft_wrap=True)
+            console.print(literal(under_the_pod + line), highlight=False, soft_wrap=True)
 
 
 def verdict_lines(attempt: AttemptResult) -> list[Text]:

@@ -86,6 +86,24 @@ def test_long_pod_names_and_a_scenario_name_with_markup_are_shown_as_written(tmp
     assert max(len(line) for line in text.splitlines()) <= columns
 
 
+@pytest.mark.parametrize("columns", [80, 200])
+def test_times_past_a_million_seconds_widen_the_time_column_instead_of_overflowing(tmp_path, columns):
+    """`report.print_timeline`: the time column was 9 characters wide, so a time of 1,500,000.600 s pushed its row
+    two characters past the terminal's edge and out of line with the others."""
+    text = (SCENARIOS / "preemption_during_training.textproto").read_text()
+    text = text.replace("training_seconds: 120", "training_seconds: 2000000").replace(
+        "at_seconds: 30.6", "at_seconds: 1500000.6"
+    )
+    path = tmp_path / "long.textproto"
+    path.write_text(text)
+    shown = aggsim("simulate", str(path), columns=columns)
+    rows = [line for line in shown.splitlines() if re.match(r" *\d+\.\d{3}  \S", line)]
+    assert any(row.startswith("1500000.600  train-worker-1") for row in rows)
+    assert max(len(line) for line in shown.splitlines()) <= columns
+    # the actors' column starts at one place (each attempt sets its time column's width; both pass 1e6 s here)
+    assert len({len(re.match(r" *\d+\.\d{3}  ", row).group()) for row in rows}) == 1
+
+
 DEMO_COLUMNS = (80, 200)
 
 
