@@ -7,6 +7,7 @@ with `--json` by `conftest.RealRuns`, for the conformance tests too), not a seco
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -84,6 +85,28 @@ def test_documented_command_runs(command, expected, request, tmp_path):
         assert Path(args[at]).is_file() and Path(args[at]).stat().st_size > 0, f"{command}: wrote nothing to {args[at]}"
         if args[at - 1] == "--plot":
             assert Path(args[at]).read_bytes().startswith(b"\x89PNG"), f"{command}: no plot drawn"
+
+
+@pytest.mark.parametrize("command, expected", COMMANDS)
+def test_documented_commands_paste_into_any_shell(command, expected):
+    """zsh stops at an unquoted `attempts[0]...` ("no matches found") and bash expands it where a file matches: an
+    argument holding a glob character is quoted as the docs show it."""
+    for word in shlex.split(command):
+        if any(c in word for c in "[]*?"):
+            assert f"'{word}'" in command or f'"{word}"' in command, word
+
+
+def test_the_readme_s_explain_sample_is_what_explain_prints():
+    """The sample showed a table with file names cut short ("error-3f1c….pb"), which explain never prints: it is the
+    command's output in a pipe, 80 columns wide, as written."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    command = "$ aggsim explain examples/prefixes/preempted_pair --retries 2"
+    # the place where the command is followed by its output (the quick start shows the command alone)
+    (start,) = [i for i, line in enumerate(lines) if line == command and lines[i + 1] != "```"]
+    sample = lines[start + 1 : lines.index("```", start)]
+    env = {**os.environ, "COLUMNS": "80"}
+    shown = subprocess.run([AGGSIM, *shlex.split(command)[2:]], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert shown.stdout.splitlines() == sample
 
 
 def test_example_prefixes_are_what_their_generator_writes(tmp_path, monkeypatch):
