@@ -398,16 +398,21 @@ def seconds_problem(value: float, signed_bound: Optional[float] = None) -> Optio
     return None
 
 
-def timing_problem(field: str, value: float) -> Optional[str]:
-    """What is wrong with a value of a `PodTimings` field, if anything: its type's bounds (`seconds_problem`) and the
-    field's own. One rule for a scenario's timings blocks and a timings profile's phases."""
-    problem = seconds_problem(value, SIGNED_SECONDS.get(field))
-    if problem is None and field == "agent_shutdown_seconds" and value > defaults.TORCH_SHUTDOWN_TIMEOUT_SECONDS:
-        problem = (
+def timing_bound_problem(field: str, value) -> Optional[str]:
+    """What is wrong with a value of a `PodTimings` field beyond its type (`seconds_problem`), if anything: the
+    field's own bound. One rule for a scenario's timings blocks and a timings profile's phases. `value` may be
+    symbolic (`aggsim prove`): it is only compared."""
+    if field == "agent_shutdown_seconds" and value > defaults.TORCH_SHUTDOWN_TIMEOUT_SECONDS:
+        return (
             f"must be at most {defaults.TORCH_SHUTDOWN_TIMEOUT_SECONDS:g}, got {value}: torch's agent SIGKILLs its "
             "workers that long after it signals them (LaunchConfig.shutdown_timeout)"
         )
-    return problem
+    return None
+
+
+def timing_problem(field: str, value: float) -> Optional[str]:
+    """What is wrong with a measured value of a `PodTimings` field, if anything: its type's bounds, then its own."""
+    return seconds_problem(value, SIGNED_SECONDS.get(field)) or timing_bound_problem(field, value)
 
 
 def _value_problem(descriptor, value) -> Optional[str]:
@@ -510,7 +515,7 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
                 "set job.max_restarts (at least 1: a failed worker group restarts through a new rendezvous round, "
                 "where its agent waits for the lost peer) and job.join_timeout_seconds",
             )
-        problem = timing_problem("agent_shutdown_seconds", written.agent_shutdown_seconds)
+        problem = timing_bound_problem("agent_shutdown_seconds", written.agent_shutdown_seconds)
         if problem:
             raise where.error(f"{block}.agent_shutdown_seconds", problem)
     join_timeout = job.join_timeout_seconds if job.HasField("join_timeout_seconds") else defaults.JOIN_TIMEOUT_SECONDS
