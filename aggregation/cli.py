@@ -604,11 +604,7 @@ def validate(targets, as_json, allow_empty, max_download_mb, config_files, timeo
         if not reports and not unopened:
             click.echo("no error files found" + ("" if allow_empty else " (pass --allow-empty if that is expected)"))
     if unopened:
-        from aggregation.printable import printable
-
-        for problem in unopened:
-            click.echo(f"aggsim: {printable(problem)}", err=True)
-        sys.exit(2)
+        _fail("; ".join(unopened))  # one line, however many paths
     sys.exit(0 if passed else 1)
 
 

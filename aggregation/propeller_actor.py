@@ -143,7 +143,9 @@ class RetryBelowTheClock(ModelRefusal):
 
 
 def _later(moment, step):
-    """`moment + step`, refused where the float clock cannot hold the step (a symbolic moment is exact)."""
+    """`moment + step` for a round's retry, refused where the float clock cannot hold the step, which would repeat
+    the round at one instant for ever (a symbolic moment is exact; an observation delay below the clock's step is
+    played at the moment, as it would be rounded to the nanosecond anyway)."""
     later = moment + step
     if later.__class__ is float and later == moment and step:
         raise RetryBelowTheClock(moment, step)
@@ -209,7 +211,7 @@ class PropellerActor:
         self.job_found = False
 
     def _next_round(self, condition: JobCondition, after: float) -> None:
-        self.clock.at(_later(self.clock.now, after), lambda: self.round(condition), late=LAST)
+        self.clock.at(self.clock.now + after, lambda: self.round(condition), late=LAST)
 
     def round(self, condition: JobCondition) -> None:
         spec = self.spec
@@ -286,7 +288,7 @@ class PropellerActor:
             while alike > 0 and not on_the_clock(now + alike * retry) < until:
                 alike -= 1
         if alike <= ROUNDS_RUN_ONE_BY_ONE:
-            self._next_round(condition, retry)
+            self.clock.at(_later(now, retry), lambda: self.round(condition), late=LAST)
             return
         last = now + alike * retry
 

@@ -128,7 +128,8 @@ def test_a_file_is_no_prefix_and_a_missing_file_no_empty_prefix(s3):
     alone = aggsim(env, "validate", f"s3://{BUCKET}/run/0/error-a.pb")  # read as the file (its message is empty)
     assert alone.returncode == 1 and alone.stdout == f"s3://{BUCKET}/run/0/error-a.pb: message: `message` is empty\n"
     typo = aggsim(env, "validate", f"s3://{BUCKET}/run/0/error-a.pb", f"s3://{BUCKET}/run/0/error-TYPO.pb")
-    assert_one_line(typo, "error-TYPO.pb: no such object")
+    assert (typo.returncode, typo.stdout) == (2, alone.stdout)  # the file that is there keeps its findings
+    assert typo.stderr.count("\n") == 1 and "error-TYPO.pb: no such object" in typo.stderr
     assert_one_line(aggsim(env, "validate", f"s3://{BUCKET}/run/0/error-TYPO.pb", "--allow-empty"), "no such object")
     empty = aggsim(env, "validate", f"s3://{BUCKET}/run/9", "--allow-empty")  # a prefix with nothing: as documented
     assert empty.returncode == 0 and "no error files found" in empty.stdout
@@ -156,8 +157,13 @@ def test_missing_bucket(s3, command):
 
 def test_closed_port():
     port = free_port()  # nothing listens there
-    done = aggsim({**base_env(f"http://127.0.0.1:{port}"), "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"},
-                  "explain", f"s3://{BUCKET}/run/0", "--timeout", "5")
+    done = aggsim(
+        {**base_env(f"http://127.0.0.1:{port}"), "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"},
+        "explain",
+        f"s3://{BUCKET}/run/0",
+        "--timeout",
+        "5",
+    )
     assert_one_line(done, "cannot connect")
 
 
