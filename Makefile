@@ -29,7 +29,7 @@ demo-real: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q $(PARALLEL)
+	$(BIN)/python -m pytest -q $(PARALLEL) --durations=20
 
 # The full real-process conformance set (several minutes on 2 cores); installs libfaketime first if missing.
 test-real: $(STAMP)
