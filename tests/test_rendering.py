@@ -107,34 +107,22 @@ def test_times_past_a_million_seconds_widen_the_time_column_instead_of_overflowi
 DEMO_COLUMNS = (80, 200)
 
 
-@pytest.fixture(scope="module")
-def demo_at_each_width():
-    """`aggsim demo` at each width, the runs side by side (each about 15 s of two cores' simulations)."""
-    processes = {
-        columns: subprocess.Popen(
-            [AGGSIM, "demo"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=columns_env(columns)
-        )
-        for columns in DEMO_COLUMNS
-    }
-    out = {}
-    try:
-        for columns, process in processes.items():
-            stdout, stderr = process.communicate(timeout=240)
-            assert process.returncode == 0, stderr
-            out[columns] = stdout
-    finally:
-        for process in processes.values():
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
-    return out
-
-
-@pytest.mark.xdist_group("demo-at-each-width")  # one pytest-xdist worker runs the demos, once
 @pytest.mark.parametrize("columns", DEMO_COLUMNS)
-def test_sweep_and_demo_tables_keep_every_header_and_count_whole(columns, demo_at_each_width):
-    demo = demo_at_each_width[columns]
-    sweep = aggsim("sweep", "preemption_during_training", "--vary", "timings.upload_seconds=0.05,3", columns=columns)
+def test_sweep_and_demo_tables_keep_every_header_and_count_whole(columns):
+    # one demo per width (about 15 s of two cores' simulations), the sweep run while it works
+    demo_process = subprocess.Popen(
+        [AGGSIM, "demo"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=columns_env(columns)
+    )
+    try:
+        sweep = aggsim(
+            "sweep", "preemption_during_training", "--vary", "timings.upload_seconds=0.05,3", columns=columns
+        )
+        demo, stderr = demo_process.communicate(timeout=240)
+    finally:
+        if demo_process.poll() is None:
+            demo_process.kill()
+            demo_process.communicate()
+    assert demo_process.returncode == 0, stderr
     for text in (demo, sweep):
         assert "…" not in text
         for words in ("retried", "failed permanently", "succeeded silently", "genuine error masked", "recoverable"):
