@@ -131,3 +131,20 @@ def test_a_skewed_pod_s_signal_arrival_is_on_its_own_clock(offset) -> None:
     clock, as a real node's would be, so it lies just after the pod's own reading before the signal."""
     after_sent = float(_skewed_run(_SIGNAL_ARRIVAL, offset, str(ROOT)))
     assert -CLOCKS_READ_TOGETHER <= after_sent < 0.05
+
+
+def test_a_skewed_pod_still_runs_its_image_s_own_sitecustomize(tmp_path, monkeypatch) -> None:
+    """Python imports one `sitecustomize`: the node-clock one, first on a skewed pod's path, shadowed the image's own
+    (Ubuntu's apport hook, or a site's). It runs that one after its own, which becomes the `sitecustomize` module, and
+    the pod's file times stay on its clock."""
+    image_site = tmp_path / "image-site"
+    image_site.mkdir()
+    (image_site / "sitecustomize.py").write_text("import os\nIMAGE_HOOK = os.environ['AGGSIM_NODE_CLOCK_OFFSET_NS']\n")
+    monkeypatch.setenv("PYTHONPATH", str(image_site))
+    code = _READ_TIMES.replace(
+        "print(json.dumps(read))",
+        "import sitecustomize\nread['hook'] = sitecustomize.IMAGE_HOOK\nprint(json.dumps(read))",
+    )
+    times = json.loads(_skewed_run(code, 100.0, str(tmp_path / "error.json")))
+    assert times["hook"] == str(100 * 10**9)
+    assert times["before"] - COARSE_CLOCK * 1e9 <= times["stat"] <= times["after"], times

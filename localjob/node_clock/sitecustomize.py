@@ -11,12 +11,18 @@ recoverable plugin, which stamps a worker's failure with its error file's mtime 
 So `os.stat`, `os.lstat` and `os.fstat` (and what reads through them: `os.path.getmtime`, `pathlib`, fsspec's local
 `info`) shift the times they return by the node's offset, and `os.utime` takes times on the node's clock back to the
 true one (libfaketime writes its own "now" for a `touch`, which would otherwise be shifted twice). Not shifted: an
-`os.scandir` entry's cached `stat()`, which is C code. Python imports one `sitecustomize`: a distribution's own
-(Debian's apport hook) is shadowed in a skewed pod.
+`os.scandir` entry's cached `stat()`, which is C code.
+
+Python imports one `sitecustomize`, the first on its path: this one, put first, would shadow the one the pod's image
+already has (a distribution's, such as Ubuntu's apport hook, or the image's own). So it then runs that one, which
+takes its place as the `sitecustomize` module, as it would on a node whose clock is right.
 """
 
 import functools
+import importlib.machinery
+import importlib.util
 import os
+import sys
 import time
 
 
@@ -65,4 +71,16 @@ def _install() -> None:
     _replace("utime", utime)
 
 
+def _run_the_shadowed_sitecustomize() -> None:
+    here = os.path.dirname(os.path.realpath(__file__))
+    rest = [entry for entry in sys.path if os.path.realpath(entry or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None or os.path.realpath(spec.origin or "") == os.path.realpath(__file__):
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sitecustomize"] = module
+    spec.loader.exec_module(module)
+
+
 _install()
+_run_the_shadowed_sitecustomize()
