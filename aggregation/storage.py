@@ -47,7 +47,8 @@ class PrefixNotFound(StorageError):
 
 
 class StoreUnreachable(Exception):
-    """This machine cannot use the remote store (credentials, endpoint, network, permission, missing bucket).
+    """This machine cannot use the remote store (credentials, endpoint, network, permission, missing bucket), or its
+    local copy of a prefix (permissions, a symbolic link that leads nowhere).
 
     Not a `StorageError`: the error readers turn those into propeller's Go errors (a failed round), and a
     failure of the user's own access is no verdict. The message is one line naming the location."""
@@ -399,6 +400,8 @@ class LocalPrefix:
                 for entry in scanner:
                     key = f"{relative}/{entry.name}" if relative else entry.name
                     if key.startswith(key_prefix):
+                        if entry.is_symlink():
+                            self._follow(entry.path, key)
                         if entry.is_file():  # regular files (or links to them) only: FIFOs and sockets are no objects
                             # no size: a local listing would need a stat per file, and the readers HEAD anyway
                             out.append(ObjectEntry(key))
@@ -406,6 +409,14 @@ class LocalPrefix:
                             stack.append((entry.path, key))
                     elif key_prefix.startswith(key + "/") and entry.is_dir(follow_symlinks=False):
                         stack.append((entry.path, key))
+
+    def _follow(self, path: str, key: str) -> None:
+        """A symbolic link among the listed names must lead to something: an object store has no links, so a link
+        that leads nowhere (dangling, a loop) is this machine's copy gone wrong, not an object propeller would miss."""
+        try:
+            os.stat(path)
+        except OSError as e:
+            raise StoreUnreachable(f"{self.location}/{key}: a symbolic link that leads nowhere: {e.strerror}") from None
 
     def head(self, key: str) -> Optional[int]:
         self.requests.heads += 1

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aggregation.cli import main
+from aggregation.documents import error_document_bytes
 
 PREEMPTION = str(SCENARIOS / "preemption_during_training.textproto")
 TWO_PODS = 'name: "x" plugin: RECOVERABLE job { pods: "a" pods: "b" } '
@@ -593,6 +594,31 @@ def test_a_symbolic_link_loop_is_named_as_one(tmp_path):
         for command in ("explain", "validate"):
             done = subprocess.run([AGGSIM, command, str(below)], capture_output=True, text=True)
             assert done.returncode == 2 and done.stderr.startswith(f"aggsim: {below}: {why}"), done.stderr
+
+
+def test_a_listed_link_that_leads_nowhere_is_this_machine_s_problem_not_a_verdict(tmp_path):
+    """An object store has no symbolic links: an `error-*.pb` in a local prefix that is a loop or a dangling link is
+    a broken copy. explain reported the loop as propeller's failed listing (ROUND_FAILED, "Workflow abort failed") and
+    skipped the dangling one (a silent SUCCEEDED); validate said "no error files". Each is one line and exit 2."""
+    for name, target, why in (
+        ("loop", "error-x.pb", "Too many levels of symbolic links"),
+        ("dangling", str(tmp_path / "nowhere"), "No such file or directory"),
+    ):
+        prefix = tmp_path / name
+        prefix.mkdir()
+        (prefix / "error-x.pb").symlink_to(target)
+        for command in ("explain", "validate"):
+            done = subprocess.run([AGGSIM, command, str(prefix)], capture_output=True, text=True)
+            assert (done.returncode, done.stdout) == (2, ""), (name, command, done)
+            assert done.stderr == f"aggsim: {prefix}/error-x.pb: a symbolic link that leads nowhere: {why}\n"
+        # a link to a file is read as the file (a copy made with links); links outside the listed names are not read
+        (prefix / "error-x.pb").unlink()
+        (prefix / "elsewhere").symlink_to(target)
+        (prefix / "error-y.pb").write_bytes(error_document_bytes(code="USER:E", timestamp_ns=1_800_000_000 * 10**9))
+        (prefix / "error-z.pb").symlink_to("error-y.pb")
+        done = subprocess.run([AGGSIM, "explain", str(prefix), "--json"], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert [Path(f["path"]).name for f in json.loads(done.stdout)["files"]] == ["error-y.pb", "error-z.pb"]
 
 
 def test_a_file_name_that_is_not_utf8_is_shown_by_its_bytes_and_the_table_still_lines_up(tmp_path):
