@@ -614,10 +614,11 @@ def _finding_line(text: str) -> str:
     if not sys.stdout.isatty():
         return text
     import shutil
-    import textwrap
+
+    from aggregation.cells import wrap_cells
 
     width = max(40, shutil.get_terminal_size().columns)
-    return textwrap.fill(text, width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
+    return "\n".join(wrap_cells(text, width, subsequent_indent="    "))
 
 
 def _payload_limit(config, max_download_mb: "int | None") -> int:

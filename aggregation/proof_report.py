@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
-import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
+from rich.cells import cell_len
+
+from aggregation.cells import wrap_cells
 from aggregation.printable import printable
 from aggregation.prove import (
     COUNTEREXAMPLE,
@@ -52,9 +54,7 @@ def _header_lines(proof: Proof, width: int) -> list[str]:
     """The verdict and the claim's meaning, wrapped at whole words under a two-space indent (rich would cut the
     line anywhere and leave a trailing space)."""
     header = printable(f"{proof.verdict}  {proof.claim.text}: {proof.claim.meaning}")  # the claim is the user's text
-    return textwrap.wrap(
-        header, max(width, 40), subsequent_indent="    ", break_long_words=False, break_on_hyphens=False
-    )
+    return wrap_cells(header, max(width, 40), subsequent_indent="    ")
 
 
 #: `> 33.5`, `+ n`, `-> FAIL`: an operator and its operand, kept on one line
@@ -64,19 +64,20 @@ _OPERATOR_AND_OPERAND = re.compile(r" (<=|>=|!=|->|<|>|=|\+|-) (?=\S)(\S+)")
 def print_wrapped(console: "Console", text: str, indent: str = "", joint: str = " ", style: str = "") -> None:
     """One line of the answer, broken where it joins its parts (a condition's ` and `, a witness's `, `) and only
     then at words, each continuation under a deeper indent: rich would cut it anywhere."""
+    text = printable(text)  # measured as shown: a pod's name or a path may hold anything
     width, deeper = max(console.width, 40), indent + "    "
     carried, kept = ("", joint.strip()) if joint == ", " else (joint.strip() + " ", "")
     parts = text.split(joint) if joint != " " else [text]
     lines = [indent + parts[0]]
     for part in parts[1:]:
-        if len(lines[-1]) + len(joint) + len(part) <= width:
+        if cell_len(lines[-1]) + len(joint) + cell_len(part) <= width:
             lines[-1] += joint + part
         else:
             lines[-1] += kept
             lines.append(deeper + carried + part)
     for line in lines:  # a part longer than the line: at words, never between an operator and what it applies to
         bound = _OPERATOR_AND_OPERAND.sub(lambda m: f" {m[1]}\xa0{m[2]}", line)
-        pieces = textwrap.wrap(bound, width, subsequent_indent=deeper, break_long_words=False, break_on_hyphens=False)
+        pieces = wrap_cells(bound, width, subsequent_indent=deeper)
         for piece in pieces or [line]:
             console.print(piece.replace("\xa0", " "), highlight=False, soft_wrap=True, markup=False, style=style)
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-import textwrap
 from typing import Any, Optional, Sequence, Union
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from aggregation.cells import pad_cells, wrap_cells
 from aggregation.explore import (
     BAD,
     GOOD,
@@ -35,16 +36,17 @@ def literal(value: str, style: str = "") -> Text:
 
 def print_paragraph(console: Console, text: str, indent: str) -> None:
     """Prose (a refusal's line) wrapped at whole words under one indent, shown as written (`literal`). A number
-    keeps its unit on its line ("30.6 s", "1.5 / s"): textwrap breaks only at ASCII whitespace, so the space
+    keeps its unit on its line ("30.6 s", "1.5 / s"): lines break only at spaces, so the space
     between them is a private-use character while wrapping."""
-    width = max(console.width, 40) - len(indent)
+    width = max(console.width, 40) - cell_len(indent)
+    text = printable(text)  # measured as shown
     glue = _GLUE not in text  # a text that holds the glue itself is wrapped as it is
     glued = _NUMBER_AND_UNIT.sub(lambda m: m.group(0).replace(" ", _GLUE), text) if glue else text
-    for line in textwrap.wrap(glued, width, break_long_words=False, break_on_hyphens=False):
+    for line in wrap_cells(glued, width):
         console.print(literal(indent + (line.replace(_GLUE, " ") if glue else line)), highlight=False, soft_wrap=True)
 
 
-_GLUE = "\ue000"  # a private-use character: no whitespace to textwrap, and never in the model's own words
+_GLUE = "\ue000"  # a private-use character: no space to break at, and never in the model's own words
 _NUMBER_AND_UNIT = re.compile(r"\d (?:/ )?(?:s|ms|ns)(?![\w])")
 
 
@@ -57,7 +59,7 @@ def rule(console: Console, title="") -> None:
 
 def fits(console: Console, columns: Sequence[Sequence[Union[str, Text]]]) -> bool:
     """Whether a boxed table with these columns (header first) fits the console without breaking any line."""
-    widths = [max(len(line) for cell in column for line in str(cell).split("\n")) for column in columns]
+    widths = [max(cell_len(printable(line)) for cell in column for line in str(cell).split("\n")) for column in columns]
     return sum(widths) + 3 * len(widths) + 1 <= console.width
 
 
@@ -81,8 +83,8 @@ PHASE_STYLE = {
 
 
 def timeline_line(at: float, pod: str, what: str) -> str:
-    """One timeline row; the pod name is escaped before it is padded, so columns line up."""
-    return f"{at:9.3f}  {printable(pod):<16} {printable(what)}"
+    """One timeline row; the pod name is escaped before it is padded (in cells), so columns line up."""
+    return f"{at:9.3f}  {pad_cells(printable(pod), 16)} {printable(what)}"
 
 
 def timeline_lines(attempt: AttemptResult) -> list[str]:
@@ -104,24 +106,24 @@ def print_timeline(console: Console, rows: Sequence[tuple[float, str, str]]) -> 
     """
     if not rows:
         return
-    time_width = max(TIME_WIDTH, max(len(f"{at:.3f}") for at, _, _ in rows))
-    pod_width = max(16, max(len(pod) for _, pod, _ in rows))
+    shown = [(at, printable(pod), printable(what)) for at, pod, what in rows]  # escaped, then measured (in cells)
+    time_width = max(TIME_WIDTH, max(len(f"{at:.3f}") for at, _, _ in shown))
+    pod_width = max(16, max(cell_len(pod) for _, pod, _ in shown))
     under_the_pod = " " * (time_width + 2)  # where a description goes when its own column is too narrow for it
     indent = " " * (time_width + 2 + pod_width + 1)
     room = console.width - len(indent)
     below = max(20, console.width - len(under_the_pod))
-    for at, pod, what in rows:
-        text = str(what)
+    for at, pod, text in shown:
         when = f"{at:{time_width}.3f}"
-        if room >= NARROWEST_COLUMN and all(len(word) <= room for word in text.split()):
-            lines = textwrap.wrap(text, room, break_long_words=False, break_on_hyphens=False) or [""]
-            console.print(literal(f"{when}  {pod:<{pod_width}} {lines[0]}"), highlight=False, soft_wrap=True)
+        if room >= NARROWEST_COLUMN and all(cell_len(word) <= room for word in text.split(" ")):
+            lines = wrap_cells(text, room) or [""]
+            console.print(Text(f"{when}  {pad_cells(pod, pod_width)} {lines[0]}"), highlight=False, soft_wrap=True)
             for line in lines[1:]:
-                console.print(literal(indent + line), highlight=False, soft_wrap=True)
+                console.print(Text(indent + line), highlight=False, soft_wrap=True)
             continue
-        console.print(literal(f"{when}  {pod}"), highlight=False, soft_wrap=True)
-        for line in textwrap.wrap(text, below, break_long_words=False, break_on_hyphens=False):
-            console.print(literal(under_the_pod + line), highlight=False, soft_wrap=True)
+        console.print(Text(f"{when}  {pod}"), highlight=False, soft_wrap=True)
+        for line in wrap_cells(text, below):
+            console.print(Text(under_the_pod + line), highlight=False, soft_wrap=True)
 
 
 def verdict_lines(attempt: AttemptResult) -> list[Text]:

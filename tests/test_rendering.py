@@ -431,3 +431,56 @@ def test_the_progress_bar_is_drawn_on_the_cli_s_console_which_reads_a_zero_colum
         while "1/3" not in console.file.getvalue() and time.monotonic() < deadline:
             time.sleep(0.05)  # rich draws from its refresh thread, 10 times a second
     assert "sweeping" in console.file.getvalue() and "1/3" in console.file.getvalue()
+
+
+@given(st.text(alphabet="ab -", max_size=40), st.integers(1, 30), st.sampled_from(["", "  ", "    "]))
+def test_lines_wrapped_in_cells_are_textwrap_s_for_one_cell_text(text, width, indent):
+    """`aggregation/cells.py` `wrap_cells` takes textwrap's steps with widths in cells: where each character is one
+    cell, its lines are textwrap's, so nothing the tool printed before moves."""
+    import textwrap
+
+    from aggregation.cells import wrap_cells
+
+    expected = textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+    assert wrap_cells(text, width, indent) == expected
+
+
+@pytest.mark.parametrize("pod", ["worker-\x1b[1m", "ワーカーワーカー", "w\tb\nc", "ｗｉｄｅ-pod-name-of-twenty"])
+def test_a_pod_name_that_is_escaped_or_wide_keeps_the_timeline_in_its_columns(tmp_path, pod):
+    """The timeline measured a pod's name before escaping it (`\\x1b` is four cells where ESC was one) and by
+    characters (a kana is two cells): the descriptions beside it slid right and lines ran past 80 columns. A tab or
+    newline in a name showed as a space in the descriptions and escaped beside them."""
+    from rich.cells import cell_len
+
+    quoted = pod.encode("unicode_escape").decode().replace('"', '\\"')
+    path = tmp_path / "named.textproto"
+    path.write_text(
+        f'name: "named" plugin: UPSTREAM job {{ pods: "a" pods: "{quoted}" }} '
+        "task { retries: 1 training_seconds: 60 } "
+        f'attempts {{ events {{ at_seconds: 30 pod: "{quoted}" preemption {{}} }} }}'
+    )
+    shown = aggsim("simulate", str(path), columns=80)
+    escaped = pod.replace("\x1b", "\\x1b").replace("\t", "\\x09").replace("\n", "\\x0a")
+    assert not any(c in shown for c in "\x1b\t")
+    assert max(cell_len(line) for line in shown.splitlines()) <= 80
+    rows = [line for line in shown.splitlines() if re.match(r" *\d+\.\d{3}  \S", line)]
+    assert any(escaped in row for row in rows)
+    # every row's description starts at one cell: after the widest name, padded in cells
+    assert len({cell_len(re.match(r" *\d+\.\d{3}  \S+ +", row).group()) for row in rows}) == 1, rows
+    assert f"job Succeeded: pod {escaped} succeeded" in " ".join(line.strip() for line in shown.splitlines())
+
+
+def test_explain_prints_wide_names_as_a_list_where_their_cells_would_not_fit(tmp_path):
+    """`report.fits` counted characters: a file name and worker in kana (two cells each) passed as fitting, and the
+    table rich drew cut them and dropped whole columns. Counted in cells, it is a list, every name whole."""
+    from rich.cells import cell_len
+
+    name = "error-" + "日本" * 30 + ".pb"
+    worker = "ワーカー" * 10
+    (tmp_path / name).write_bytes(error_document_bytes(code="USER:RuntimeError", timestamp_ns=T0, worker=worker))
+    for columns in (80, 200):
+        shown = aggsim("explain", str(tmp_path), columns=columns)
+        joined = shown.replace("\n", "")  # a name wider than the terminal is wrapped, whole
+        assert name in joined and worker in joined and "…" not in shown, shown
+        assert "timestamp: 2026-11-30T00:53:20" in shown and "code: USER:RuntimeError" in shown
+        assert max(cell_len(line) for line in shown.splitlines()) <= columns
