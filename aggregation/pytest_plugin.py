@@ -325,7 +325,11 @@ def assert_valid_error_files(location: Union[str, Path], *, allow_empty: bool = 
     try:
         reports = validate_target(os.fspath(location))
     except (StorageError, StoreUnreachable) as e:  # not there, or this machine may not read it
-        pytest.fail(f"assert_valid_error_files: {printable(e)}", pytrace=False)
+        unreadable = f"assert_valid_error_files: {printable(e)}"
+    else:
+        unreadable = None
+    if unreadable:  # failed outside the `except`: the report is that one line, not a chain of two exceptions
+        pytest.fail(unreadable, pytrace=False)
     if not reports and not allow_empty:
         pytest.fail(
             f"no error files under {printable(location)} (pass allow_empty=True if that is expected)", pytrace=False
@@ -370,11 +374,18 @@ def assert_scenario(
         raise TypeError("assert_scenario: propeller_config is a list of files (later ones win), not one path")
     from aggregation.deployment import DeploymentConfigError, load_deployment
     from aggregation.report import timeline_lines
-    from aggregation.scenario import ModelRefusal, load_scenario, resolve_scenario_path
+    from aggregation.scenario import ModelRefusal, ScenarioError, load_scenario, resolve_scenario_path
     from aggregation.simulate import simulate
 
-    path = resolve_scenario_path(os.fspath(scenario))
-    spec = load_scenario(path, plugin)
+    try:
+        path = resolve_scenario_path(os.fspath(scenario))
+        spec = load_scenario(path, plugin)
+    except ScenarioError as e:  # no such scenario, or one that does not parse: its one line, as `aggsim` prints it
+        unplayable = f"assert_scenario: {printable(e)}"
+    else:
+        unplayable = None
+    if unplayable:
+        pytest.fail(unplayable, pytrace=False)
     if propeller_config:
         try:
             spec = spec.with_deployment(load_deployment([os.fspath(f) for f in propeller_config]))

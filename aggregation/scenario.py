@@ -462,6 +462,8 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
     pods = tuple(job.pods)
     if not pods:
         raise where.error("job.pods", "at least one pod is required")
+    if "" in pods:  # no event could name it, and every line of its timeline would show no actor
+        raise where.error("job.pods", "a pod's name is empty", at=f"job.pods[{pods.index('')}]")
     if len(set(pods)) != len(pods):
         second = next(i for i, p in enumerate(pods) if p in pods[:i])
         raise where.error("job.pods", f"duplicate pod {pods[second]!r}", at=f"job.pods[{second}]")
@@ -608,6 +610,8 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
                 raise where.error(f"{field_path}.pod", f"missing: a {kind} needs the pod it happens to")
             if kind == "storage_outage" and event.pod:
                 raise where.error(f"{field_path}.pod", "a storage outage is the store's, not a pod's")
+            if kind == "completion" and event.pod:
+                raise where.error(f"{field_path}.pod", "a completion is the whole job's (training ends on every pod)")
             outage = event.storage_outage.duration_seconds
             if kind == "storage_outage" and not (0 < outage < float("inf")):
                 raise where.error(

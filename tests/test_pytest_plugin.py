@@ -409,10 +409,11 @@ def test_assert_scenario_names_what_it_played_and_plays_what_the_cli_plays(tmp_p
     shipped file and say only "got SUCCEEDED_SILENTLY"); the failure names the file, plugin and flag; the flag and a
     deployment's files are taken as `aggsim simulate --aggregation --propeller-config` takes them."""
     from aggregation.pytest_plugin import assert_scenario
-    from aggregation.scenario import ScenarioError
 
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ScenarioError, match="preemption_during_training.textproto: cannot read: No such file"):
+    with pytest.raises(
+        pytest.fail.Exception, match="^assert_scenario: preemption_during_training.textproto: cannot read: No such file"
+    ):
         assert_scenario("preemption_during_training.textproto", final_phase="SUCCEEDED")
     with pytest.raises(pytest.fail.Exception) as caught:
         assert_scenario("sibling_user_error_cleanup", plugin="seed-pr", final_phase="RETRIED_THEN_SUCCEEDED")
@@ -449,6 +450,34 @@ def test_assert_valid_error_files_fails_in_one_line_on_a_location_that_is_not_th
     for allow_empty in (False, True):
         with pytest.raises(pytest.fail.Exception, match="assert_valid_error_files: .*does-not-exist: no such file"):
             assert_valid_error_files(tmp_path / "does-not-exist", allow_empty=allow_empty)
+
+
+def test_a_location_or_scenario_that_is_not_there_is_one_line_in_the_report(pytester):
+    """The failure a user reads is the tool's line: `assert_scenario` let a missing scenario's ScenarioError out with
+    the plugin's and the loader's source, and `assert_valid_error_files` failed inside its `except`, so pytest
+    printed the store's error, "During handling of the above exception", then its own."""
+    pytester.makepyfile(
+        """
+        from aggregation.pytest_plugin import assert_scenario, assert_valid_error_files
+
+        def test_missing_prefix(tmp_path):
+            assert_valid_error_files(tmp_path / "nope")
+
+        def test_missing_scenario():
+            assert_scenario("no_such_scenario", final_phase="SUCCEEDED")
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    assert "During handling" not in text and "Traceback" not in text and "def resolve_scenario_path" not in text
+    result.stdout.fnmatch_lines(
+        [
+            "assert_valid_error_files: */nope: no such file or directory",
+            "assert_scenario: no_such_scenario: no such file, and no shipped scenario of that name (shipped: *",
+        ],
+        consecutive=False,
+    )
 
 
 def test_error_document_bytes_writes_a_stamp_flytekit_never_writes(tmp_path):

@@ -1215,7 +1215,9 @@ def test_small_spaces_are_enumerated_with_a_minimal_counterexample():
         ('events { at_seconds: 500 pod: "a" preemption {} }', "", "", "is after the job ended"),
         ('events { at_seconds: 5 pod: "a" }', "", "", "attempts[0].events[0]: missing: one of"),
         ("events { at_seconds: 5 preemption {} }", "", "", "attempts[0].events[0].pod: missing"),
+        ('events { at_seconds: 5 pod: "a" completion {} }', "", "", "events[0].pod: a completion is the whole job's"),
         ("", 'pods: "a"', "", "job.pods: duplicate pod 'a'"),
+        ("", 'pods: ""', "", "job.pods: a pod's name is empty"),  # it showed as a timeline with no actor
         # torch's agent looks at its workers every monitor interval (`SimpleElasticAgent._invoke_run`)
         ("", "monitor_interval_seconds: 0", "", "job.monitor_interval_seconds: must be > 0"),
         ("", "monitor_interval_seconds: 7200", "", "job.monitor_interval_seconds: must be > 0 and at most 3600"),
