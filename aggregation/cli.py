@@ -1120,14 +1120,13 @@ def run_local(scenario_path, plugin, work_dir, force, keep, as_json, profile_pat
     if run_dir.kept and not work_dir:
         click.echo(f"aggsim: the run's files are kept in {run_dir.path}", err=True)
     if as_json:
-        from google.protobuf import json_format
+        from aggregation.record import record_to_json
 
-        as_dict = lambda m: json_format.MessageToDict(m, preserving_proto_field_name=True)  # noqa: E731
         click.echo(
             json.dumps(
                 {
-                    "real": as_dict(real),
-                    "simulated": as_dict(simulated),
+                    "real": record_to_json(real),
+                    "simulated": record_to_json(simulated),
                     "agree": agree,
                     "diff": [{"field": f, "simulated": str(a), "real": str(b)} for f, a, b in diff],
                 },

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.results import AttemptResult, Execution
@@ -120,4 +121,33 @@ def compare(simulated: pb.Execution, real: pb.Execution) -> list[tuple[str, obje
 
 
 def execution_to_json(execution: Execution) -> dict[str, Any]:
-    return json_format.MessageToDict(execution_to_proto(execution), preserving_proto_field_name=True)
+    return record_to_json(execution_to_proto(execution))
+
+
+def record_to_json(message: Message) -> dict[str, Any]:
+    """A record as JSON with the same keys every time (as `explain --json` has them): proto3's JSON mapping leaves
+    out a field at its default (`exit_code` 0, `preempted` false, an empty `final_code`), so a program reading
+    `pod["exit_code"]` failed on the pods that exited 0. Every field is written; one that is unset where proto3
+    tells unset from default (a message such as `error`, an `optional` field) is null, which `json_format.Parse`
+    reads back as unset. Keys come in the .proto's order."""
+    written = json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    _null_where_unset(message, written)
+    return written
+
+
+def _null_where_unset(message: Message, written: dict[str, Any]) -> None:
+    for field in message.DESCRIPTOR.fields:
+        nested = field.message_type is not None and not field.message_type.full_name.startswith("google.protobuf.")
+        if field.is_repeated:
+            if nested and not field.message_type.GetOptions().map_entry:
+                for item, item_written in zip(getattr(message, field.name), written[field.name]):
+                    _null_where_unset(item, item_written)
+        elif field.has_presence and not message.HasField(field.name):
+            written[field.name] = None
+        elif nested:
+            _null_where_unset(getattr(message, field.name), written[field.name])
+    ordered = {field.name: written[field.name] for field in message.DESCRIPTOR.fields}  # the .proto's order
+    written.clear()
+    written.update(ordered)

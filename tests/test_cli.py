@@ -487,6 +487,42 @@ def test_json_times_are_rounded_to_the_nanosecond():
     assert times and all(t == round(t, 9) and len(repr(t).split(".")[-1]) <= 9 for t in times)
 
 
+def test_simulate_json_has_every_key_in_every_record_and_reads_back_as_the_record():
+    """proto3's JSON mapping leaves a field at its default out: `exit_code` of a pod that exited 0,
+    `error_aggregation` off, `preempted` false came and went between runs, and `pod["exit_code"]` raised KeyError.
+    Every field is written now (null where a message or an `optional` field is unset), in the .proto's order, and
+    `json_format.Parse` reads the JSON back as the very record."""
+    from google.protobuf import json_format
+
+    from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
+    from aggregation.record import execution_to_proto
+    from aggregation.scenario import load_scenario
+    from aggregation.simulate import simulate
+
+    def keys(descriptor):
+        return [field.name for field in descriptor.fields]
+
+    exit_codes, preempted = set(), set()
+    for path in sorted(SCENARIOS.glob("*.textproto")):
+        for plugin, flag in (("upstream", "--no-aggregation"), ("recoverable", "--aggregation")):
+            out = json.loads(run("simulate", str(path), "--plugin", plugin, flag, "--json").output)
+            assert list(out) == keys(pb.Execution.DESCRIPTOR)
+            for attempt in out["attempts"]:
+                assert list(attempt) == keys(pb.AttemptRecord.DESCRIPTOR)
+                for record, message in (
+                    ("pods", pb.PodOutcome),
+                    ("timeline", pb.TimelineEntry),
+                    ("files", pb.UploadedFile),
+                ):
+                    assert all(list(item) == keys(message.DESCRIPTOR) for item in attempt[record]), (path, record)
+                exit_codes |= {pod["exit_code"] for pod in attempt["pods"]}
+                preempted.add(attempt["preempted"])
+            spec = load_scenario(str(path), plugin).with_aggregation(flag == "--aggregation")
+            record = execution_to_proto(simulate(spec))
+            assert json_format.Parse(json.dumps(out), pb.Execution()) == record
+    assert 0 in exit_codes and preempted == {False, True}  # the defaults that used to be left out are there
+
+
 @pytest.mark.parametrize("columns", ["80", "200"])
 def test_explain_shows_every_file_code_and_worker_in_full_at_any_width(tmp_path, columns):
     """In an 80-column terminal or a CI log the columns that say which file won must not be cut."""
