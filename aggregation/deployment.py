@@ -278,12 +278,13 @@ def parse_deployment(text: str, source: str) -> tuple[dict, dict]:
     import yaml
 
     try:
-        if goyaml.excessive_aliasing(yaml.compose(text, Loader=goyaml.loader())):  # noqa: S506 (a SafeLoader)
+        root, value = goyaml.first_document(text)
+        if goyaml.excessive_aliasing(root):
             raise DeploymentConfigError(
                 f"{source}: document contains excessive aliasing (Go's YAML parser refuses it: propeller would not "
                 "start)"
             )
-        document = _lower_keys(yaml.load(text, Loader=goyaml.loader()))  # noqa: S506 (a SafeLoader)
+        document = _lower_keys(value)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

@@ -169,7 +169,7 @@ def _go_scalar_tag(tag, style, value: str) -> str:
     return tag if tag in _KEPT_TAGS else _STANDARD + "str"
 
 
-def loader():
+def loader_class():
     """PyYAML's safe loader, reading as go.yaml.in/yaml/v3 does (above)."""
     import yaml
 
@@ -245,6 +245,19 @@ def _allowed_alias_ratio(decodes: int) -> float:
     if decodes >= high:
         return 0.10
     return 0.99 - 0.89 * (decodes - low) / (high - low)
+
+
+def first_document(text: str):
+    """(the composed node, its value) of the stream's first document, None for both in a stream with none: viper's
+    YAML codec decodes a file with `yaml.Unmarshal`, which reads the first document only (yaml.go `unmarshal`: one
+    `parser.parse()`), so a `---` and whatever follows it, valid YAML or not, is never read. PyYAML's parser is as
+    lazy: composing the first document reads no further than the next document's start."""
+    loader = loader_class()(text)
+    try:
+        node = loader.get_node() if loader.check_node() else None
+        return node, (None if node is None else loader.construct_document(node))
+    finally:
+        loader.dispose()
 
 
 def excessive_aliasing(root) -> bool:

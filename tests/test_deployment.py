@@ -378,6 +378,10 @@ def test_integers_parse_as_go_s_strconv_does(text):
         ("m: &m {max-workflow-retries: 8}\npropeller: {<<: *m, max-workflow-retries: 9}\n", 9),  # its own key wins
         ("x: !!timestamp 2001-12-14\npropeller: {max-workflow-retries: 6}\n", 6),
         ("propeller:\n  node-config: {\u0130gnore-retry-cause: 1}\n", True),  # Go's strings.ToLower: "İ" is "i"
+        # yaml.go `Unmarshal` decodes the first document only: what follows a `---` is never read, valid YAML or not
+        ("propeller: {max-workflow-retries: 2}\n---\npropeller: {max-workflow-retries: 3}\n", 2),
+        ("propeller: {max-workflow-retries: 2}\n---\n# a second document\n: : bad [\n", 2),
+        ("# a comment is no document\n---\npropeller: {max-workflow-retries: 4}\n---\n", 4),
     ],
 )
 def test_documents_go_s_parser_accepts_are_read_as_it_reads_them(tmp_path, text, read):
@@ -385,3 +389,25 @@ def test_documents_go_s_parser_accepts_are_read_as_it_reads_them(tmp_path, text,
     `insensitiviseMap` (strings.ToLower), where PyYAML alone refused the file or read it otherwise."""
     values = load_deployment([write(tmp_path, text)]).values
     assert list(values.values()) == [read]
+
+
+def test_only_the_first_document_of_a_file_is_read_even_when_it_is_empty(tmp_path):
+    """An explicit empty first document is the whole configuration viper reads (yaml.go `Unmarshal`): the flag set in
+    the second is not, so propeller runs Flyte's default reader. PyYAML refused every file with a second document
+    ("but found another document"), with the flag on or off."""
+    values = load_deployment(
+        [write(tmp_path, "---\n...\n---\nplugins: {k8s: {enable-distributed-error-aggregation: true}}\n")]
+    )
+    assert values.values == {}
+    done = subprocess.run(
+        [
+            AGGSIM,
+            "explain",
+            str(ROOT / "examples/prefixes/preempted_pair"),
+            "--propeller-config",
+            write(tmp_path, "plugins: {k8s: {enable-distributed-error-aggregation: true}}\n---\nx: [\n"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and "(earliest strategy)" in done.stdout.splitlines()[0], done
