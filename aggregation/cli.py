@@ -344,9 +344,11 @@ def _scenario_source(scenario_path: str, profile_path: str | None):
     source = read_scenario(scenario_path)
     if not profile_path:
         return source
-    from aggregation.profile import read_profile
+    from aggregation.profile import check_applies, read_profile
 
-    return source.with_profile(read_profile(profile_path))
+    profile = read_profile(profile_path)
+    check_applies(profile, source.message, profile_path)
+    return source.with_profile(profile)
 
 
 MAX_DOWNLOAD_MB_OPTION = click.option(
@@ -714,8 +716,8 @@ def _deployment(config_files):
 )
 @click.option(
     "--expect",
-    type=click.Choice([p.value for p in FinalPhase]),
-    help="exit 1 unless the final phase is this one (for CI)",
+    type=click.Choice([p.value for p in FinalPhase], case_sensitive=False),
+    help="exit 1 unless the final phase is this one (for CI; in any case)",
 )
 @PROPELLER_CONFIG_OPTION
 @TIMINGS_PROFILE_OPTION
@@ -827,7 +829,7 @@ def sweep(
     from aggregation.caselog import CaseLog, CaseLogError
     from aggregation.explore import default_variations, parse_variation
     from aggregation.explore import sweep as run_sweep
-    from aggregation.profile import ProfileError, read_profile
+    from aggregation.profile import ProfileError, check_applies, read_profile
     from aggregation.report import ProgressBar, render_sweep, sweep_to_json
     from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError, read_scenario
 
@@ -859,6 +861,8 @@ def sweep(
     try:
         source = read_scenario(scenario_path)
         profile = read_profile(profile_path) if profile_path else None
+        if profile is not None:
+            check_applies(profile, source.message, profile_path)
         plugins = plugins or tuple(PLUGIN_VARIANTS)
         # the scenario as written must be one the model plays: the usual suspects are varied around its values
         source.with_profile(profile).spec(plugins[0])

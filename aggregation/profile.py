@@ -81,6 +81,21 @@ def phases_for(profile: pb.TimingsProfile, fork: bool) -> dict[str, pb.MeasuredP
     return chosen
 
 
+def check_applies(profile: pb.TimingsProfile, message: pb.Scenario, path: str) -> None:
+    """A profile that measures nothing for this scenario's start method would change nothing, silently: an empty
+    file, or one calibrated with `--start-method fork` given to a spawn scenario. Raises ProfileError (one line)."""
+    fork = message.job.start_method == pb.FORK
+    if phases_for(profile, fork):
+        return
+    if not profile.phases:
+        raise ProfileError(f"{path}: no measured phase in it (`aggsim calibrate --profile FILE` writes them)")
+    method = "fork" if fork else "spawn"
+    raise ProfileError(
+        f"{path}: every phase in it was measured with another start method than the scenario's "
+        f"job.start_method ({method}): calibrate with --start-method {method}"
+    )
+
+
 def apply_profile(message: pb.Scenario, profile: Optional[pb.TimingsProfile]) -> pb.Scenario:
     """A copy of `message` whose unset `timings` fields are the profile's medians."""
     if profile is None:

@@ -122,10 +122,11 @@ PHASES = ("SUCCEEDED", "RETRIED_THEN_SUCCEEDED", "SUCCEEDED_SILENTLY", "FAILED_P
 def parse_claim(text: str, message: pb.Scenario) -> Claim:
     """`retries`, `genuine-error-wins`, or `phase=P[|P...]`, `phase!=P`, `outcome=O`, `outcome!=O`, `code=C`,
     `code!=C` on the final phase, headline outcome (`explore.OUTCOMES`) or final error code. A phase or outcome is
-    read in any case, with spaces or hyphens for underscores (`sweep` prints "failed permanently"); a code as
-    written."""
+    read in any case, with spaces or hyphens for underscores (`sweep` prints "failed permanently"), and so is a
+    claim's name (`RETRIES`, `genuine_error_wins`); a code as written."""
     kinds = [(e.WhichOneof("kind"), e) for a in message.attempts for e in a.events]
-    if text == "retries":
+    named = re.sub(r"[\s_]+", "-", text.strip()).lower()  # a claim's name in any case, `_` or spaces for `-`
+    if named == "retries":
         if not any(kind == "preemption" for kind, _ in kinds):
             raise ScenarioError("--claim retries: the scenario has no preemption to retry from")
         return Claim(
@@ -134,7 +135,7 @@ def parse_claim(text: str, message: pb.Scenario) -> Claim:
             # STILL_RUNNING: the node waits for ever (rounds that fail for ever, a job that never ends), no retry
             lambda e: explore.outcome_of(e) not in ("SUCCEEDED_SILENTLY", "FAILED_PERMANENTLY", "STILL_RUNNING"),
         )
-    if text == "genuine-error-wins":
+    if named == "genuine-error-wins":
         if not any(kind == "worker_error" for kind, _ in kinds):
             raise ScenarioError("--claim genuine-error-wins: the scenario injects no worker_error")
         return Claim(

@@ -468,6 +468,10 @@ def test_simulate_expect_exits_1_when_the_verdict_differs():
     assert (
         wrong.exit_code == 1 and "expected final phase RETRIED_THEN_SUCCEEDED, got SUCCEEDED_SILENTLY" in wrong.output
     )
+    # in any case, as prove's claims read a phase: `--expect succeeded_silently` was refused as not a choice
+    assert run("simulate", path, "--plugin", "upstream", "--expect", "succeeded_silently").exit_code == 0
+    lower = run("simulate", path, "--plugin", "upstream", "--expect", "retried_then_succeeded")
+    assert lower.exit_code == 1 and "expected final phase RETRIED_THEN_SUCCEEDED, got" in lower.output
 
 
 def test_shipped_scenarios_are_addressed_by_name_from_anywhere(tmp_path):

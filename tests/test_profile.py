@@ -200,3 +200,33 @@ def test_a_profile_is_read_as_a_scenario_is_never_blocking_on_a_fifo(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(ProfileError, match="not a regular file"):
         read_profile(str(fifo))
+
+
+def test_a_profile_that_measures_nothing_for_the_scenario_s_start_method_is_refused(tmp_path):
+    """An empty profile, or one calibrated with `--start-method fork` only given to a spawn scenario, changed
+    nothing and said nothing (`profile.check_applies`): every command that takes a profile now refuses it in one line
+    naming the file. A profile with a phase for the job's start method, or one that does not depend on it, is used."""
+    empty = tmp_path / "empty.textproto"
+    empty.write_text("")
+    fork_only = tmp_path / "fork.textproto"
+    fork_only.write_text(
+        'phases { field: "failed_worker_exit_seconds" start_method: FORK min_seconds: 0.01 median_seconds: 0.1 '
+        "max_seconds: 0.4 runs: 7 }"
+    )
+    scenario = str(SCENARIOS / "preemption_during_training.textproto")
+    for profile, why in ((empty, "no measured phase in it"), (fork_only, "calibrate with --start-method spawn")):
+        for command in (["simulate"], ["sweep"], ["prove", "--claim", "retries"]):
+            done = subprocess.run(
+                [AGGSIM, *command, scenario, "--timings-profile", str(profile)], capture_output=True, text=True
+            )
+            assert (done.returncode, done.stdout) == (2, ""), (command, done.stderr)
+            assert (
+                done.stderr.startswith(f"aggsim: {profile}: ") and why in done.stderr and done.stderr.count("\n") == 1
+            )
+    forked = tmp_path / "forked.textproto"
+    forked.write_text(scenario_text := open(scenario).read().replace("job {", "job { start_method: FORK", 1))
+    assert "start_method: FORK" in scenario_text
+    done = subprocess.run(
+        [AGGSIM, "simulate", str(forked), "--timings-profile", str(fork_only)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr

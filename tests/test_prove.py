@@ -339,6 +339,8 @@ def test_bad_claims_are_one_line(claim: str, problem: str) -> None:
         ("outcome=retried", "outcome=RETRIED"),
         ("outcome!=failed permanently|succeeded-silently", "outcome!=FAILED_PERMANENTLY|SUCCEEDED_SILENTLY"),
         ("phase=Retried_Then_Succeeded", "phase=RETRIED_THEN_SUCCEEDED"),
+        ("RETRIES", "retries"),  # a claim's name too: `phase=succeeded_silently` was read, `RETRIES` refused
+        (" Retries ", "retries"),
     ],
 )
 def test_a_phase_or_outcome_is_read_as_sweep_prints_it(written: str, read: str) -> None:
