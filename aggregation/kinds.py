@@ -48,6 +48,15 @@ class CleanPodPolicy(NamedEnum):
     ALL = "All"
 
 
+class Entrypoint(NamedEnum):
+    """What the pod's container runs as its PID 1, the process the kubelet's SIGTERM reaches (flytekit's container
+    arguments, and the image's ENTRYPOINT)."""
+
+    FAST_EXECUTE = "pyflyte-fast-execute"  # fast-registered (the default): it forwards SIGTERM to pyflyte-execute
+    EXECUTE = "pyflyte-execute"  # registered with --copy none: pyflyte-execute is PID 1
+    INIT_THEN_EXECUTE = "init"  # --copy none under an init (tini, dumb-init) that forwards SIGTERM
+
+
 class ReplicaMapOrder(NamedEnum):
     """Which replica type `UpdateJobStatus` looks at first when it ranges over a non-elastic job's replica specs, a Go
     map: Go's iteration order is random, and it decides the job when the Master's success and a Worker's failure

@@ -19,7 +19,7 @@ from typing import Optional
 from google.protobuf import text_format
 
 from aggregation import defaults
-from aggregation.kinds import CleanPodPolicy, PluginVariant, ReplicaMapOrder
+from aggregation.kinds import CleanPodPolicy, Entrypoint, PluginVariant, ReplicaMapOrder
 from aggregation.nanoseconds import PER_SECOND
 from aggregation.propeller import PropellerConfig, payload_limit
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
@@ -36,6 +36,11 @@ CLEAN_POD_POLICIES = {
     pb.CLEAN_POD_POLICY_NONE: CleanPodPolicy.NONE,
     pb.CLEAN_POD_POLICY_RUNNING: CleanPodPolicy.RUNNING,
     pb.CLEAN_POD_POLICY_ALL: CleanPodPolicy.ALL,
+}
+ENTRYPOINTS = {
+    pb.FAST_EXECUTE: Entrypoint.FAST_EXECUTE,
+    pb.EXECUTE: Entrypoint.EXECUTE,
+    pb.INIT_THEN_EXECUTE: Entrypoint.INIT_THEN_EXECUTE,
 }
 
 
@@ -96,9 +101,9 @@ class SimEvent:
 
 
 #: a pod named by the training operator: `<job>-worker-<index>` or `<job>-master-<index>`
-_GENERATED_POD_NAME = re.compile(r"^(.+)-(?:worker|master)-\d+$")
+_GENERATED_POD_NAME = re.compile(r"(.+)-(?:worker|master)-\d+")
 #: a Kubernetes namespace name: an RFC 1123 DNS label
-_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,7 @@ class ScenarioSpec:
     active_deadline: Optional[int] = None  # RunPolicy.ActiveDeadlineSeconds, None when Flyte leaves it unset
     ttl_after_finished: Optional[int] = None  # RunPolicy.TTLSecondsAfterFinished, None when Flyte leaves it unset
     namespace: str = defaults.NAMESPACE
+    entrypoint: Entrypoint = Entrypoint.FAST_EXECUTE  # the container's PID 1
     launch: ElasticLaunch = ElasticLaunch()
     timings: dict[str, PodTiming] = field(default_factory=dict)
     attempts: tuple[tuple[SimEvent, ...], ...] = ()
@@ -138,7 +144,7 @@ class ScenarioSpec:
     def job_name(self) -> str:
         """The PyTorchJob's name, as the operator's messages say it: the name its pods were given by (training-operator
         `GenGeneralName`: `<job>-<replica type>-<index>`), or the scenario's name when the pods are named otherwise."""
-        named = _GENERATED_POD_NAME.match(self.pods[0])
+        named = _GENERATED_POD_NAME.fullmatch(self.pods[0])
         return named.group(1) if named else self.name
 
     def events_for(self, attempt: int) -> tuple[SimEvent, ...]:
@@ -551,7 +557,7 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
     # a positive backoff limit never acts: with RestartPolicy Never no restart is counted, and no requeue either
     ttl_after_finished = job.ttl_seconds_after_finished or None
     namespace = job.namespace or defaults.NAMESPACE
-    if not _NAMESPACE.match(namespace):
+    if not _NAMESPACE.fullmatch(namespace):
         raise where.error(
             "job.namespace",
             f"{namespace!r} is not a Kubernetes namespace (a DNS label: at most 63 lowercase letters, digits and '-', "
@@ -660,6 +666,7 @@ def _check(message: pb.Scenario, where: _Locator, plugin_override: Optional[str]
         retries=message.task.retries,
         outputs_declared=message.task.outputs_declared,
         interruptible=message.task.interruptible,
+        entrypoint=ENTRYPOINTS[message.task.entrypoint],
         training_seconds=training,
         error_aggregation=propeller.error_aggregation,
         observation_delay=propeller.observation_delay_seconds,

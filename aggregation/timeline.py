@@ -33,6 +33,7 @@ class What(NamedEnum):
     POD_DELETED = "pod_deleted"  # the API server marks the pod for deletion (the kubelet's SIGTERM follows)
     SIGTERM = "sigterm"
     SIGNAL_LOST = "signal_lost"  # inside os.fork(), fork start method
+    SIGNAL_IGNORED = "signal_ignored"  # a PID 1 with no handler for it: the kernel drops it
     SIGNAL_HELD = "signal_held"  # at the exit barrier: torch's handler runs once the barrier's store wait returns
     HELD_SIGNAL_RAISED = "held_signal_raised"  # the exit barrier's wait returned: the held SignalException is raised
     SIGKILL = "sigkill"
@@ -120,6 +121,8 @@ class Event(NamedTuple):
             return f"SIGTERM ({self.reason})"
         if what is w.SIGNAL_LOST:
             return "signal lost inside os.fork(): the agent runs on until SIGKILL"
+        if what is w.SIGNAL_IGNORED:
+            return f"SIGTERM dropped by the kernel: {self.reason}"
         if what is w.SIGNAL_HELD:
             return "SIGTERM held until the exit barrier's store wait returns (torch's handler runs after it)"
         if what is w.HELD_SIGNAL_RAISED:

@@ -27,8 +27,9 @@ from typing import Mapping, Optional
 
 from flyteidl.core import literals_pb2
 
+from aggregation.kinds import Entrypoint
 from aggregation.replica_env import backend_environment
-from localjob import blobstore
+from localjob import blobstore, container
 
 
 def pyflyte_execute_path() -> str:
@@ -94,6 +95,10 @@ class PodSpec:
     prev_checkpoint: Optional[Path] = None
     clock_offset: float = 0.0  # this node's clock minus true time (libfaketime): shifts every stamp it writes
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    #: the container's PID 1 (`localjob.container`): what a SIGTERM the agent has no handler for does. None: a plain
+    #: process here, as the demo's and calibrate's pods are (their signals land once torch's handler is there)
+    entrypoint: Optional[Entrypoint] = None
+    job_pods: tuple[str, ...] = ()  # every pod of the job, which a container's /etc/hosts names
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -169,6 +174,7 @@ class LocalPod:
         # import, a worker's traceback pickle) stays with the run, kept or removed with it, and no pod sees another's
         self.tmp_dir = self.work_dir / f"{spec.name}.tmp"
         self.process: Optional[subprocess.Popen] = None
+        self.init_pid: Optional[int] = None  # the container's PID 1, which the kubelet signals (None: no container)
         self.started_at: Optional[float] = None
         self.exited_at: Optional[float] = None
 
@@ -189,16 +195,33 @@ class LocalPod:
         inputs = self.work_dir / f"{self.spec.name}.inputs.pb"
         inputs.write_bytes(literals_pb2.LiteralMap().SerializeToString())
         self.tmp_dir.mkdir(exist_ok=True)
-        with open(self.log_path, "wb") as log, _interrupts_held():
-            self.process = subprocess.Popen(
-                self.spec.command(inputs),
-                env={**self.spec.environment(), "TMPDIR": str(self.tmp_dir)},
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        command, reading, report = self.spec.command(inputs), None, None
+        try:
+            if self.spec.entrypoint is not None:  # the launcher reports its container's PID 1 on a pipe
+                reading, report = os.pipe()
+                name, pod_dir = self.spec.name, self.work_dir / f"{self.spec.name}.container"
+                pods = list(self.spec.job_pods or (name,))
+                command = container.entrypoint_command(self.spec.entrypoint, command, name, pod_dir, pods, report)
+            with open(self.log_path, "wb") as log, _interrupts_held():
+                self.process = subprocess.Popen(
+                    command,
+                    env={**self.spec.environment(), "TMPDIR": str(self.tmp_dir)},
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=() if report is None else (report,),
+                )
+        except BaseException:
+            if reading is not None:
+                os.close(reading)
+            raise
+        finally:
+            if report is not None:
+                os.close(report)
         self.started_at = time.time()
+        if reading is not None:
+            self.init_pid = container.read_init_pid(reading, self.spec.name)
 
     @property
     def pid(self) -> int:
@@ -206,9 +229,10 @@ class LocalPod:
         return self.process.pid
 
     def send_signal(self, sig: int) -> float:
-        """Signal the agent only (as the kubelet signals a container's PID 1); returns when it was sent."""
+        """Signal the container's PID 1 (the agent itself when there is no container), as the kubelet does; returns
+        when it was sent."""
         sent_at = time.time()
-        os.kill(self.pid, sig)
+        os.kill(self.pid if self.init_pid is None else self.init_pid, sig)
         return sent_at
 
     def wait(self, timeout: float) -> int:

@@ -29,6 +29,7 @@ from aggregation.scenario import ScenarioSpec
 from aggregation.storage import open_prefix
 from aggregation.timeline import Event, What
 from localjob.blobstore import is_partial
+from localjob.container import ContainerError
 from localjob.pod import LocalPod, PodSpec
 from localjob.timebase import ScenarioTimebase, lands_in_first_rendezvous
 
@@ -205,6 +206,8 @@ class RealPods:
                 checkpoint_path=self.checkpoint_path,
                 prev_checkpoint=self.previous_checkpoint,
                 clock_offset=spec.timings[pod].clock_offset,
+                entrypoint=spec.entrypoint,
+                job_pods=spec.pods,
                 extra_env={
                     "AGGSIM_EVENTS_DIR": str(self.events_dir),
                     "AGGSIM_CONTROL": str(self.control),
@@ -215,7 +218,10 @@ class RealPods:
                     "AGGSIM_WORKER_SHUTDOWN_SECONDS": str(shutdown) if shutdown > SHUTDOWN_WORTH_MODELLING else "0",
                 },
             )
-            self.processes[pod] = self.stack.enter_context(LocalPod(pod_spec, self.work))
+            try:
+                self.processes[pod] = self.stack.enter_context(LocalPod(pod_spec, self.work))
+            except ContainerError as e:
+                raise LocalJobError(str(e)) from None
         self.stack.callback(self.watcher.stop)
         self.watcher.start()
         started = time.time()

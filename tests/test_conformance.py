@@ -308,3 +308,34 @@ def test_the_store_host_s_preemption_fails_the_survivor_s_rendezvous_at_once(tmp
     first = real.attempts[0]
     survivor_exit = next(p.exited_at for p in first.pods if p.pod == "train-worker-1")
     assert first.decision == "RETRY" and survivor_exit < 10 + 20  # well inside the join timeout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "entrypoint, exit_code, ignored",
+    [("FAST_EXECUTE", 241, False), ("INIT_THEN_EXECUTE", 143, False), ("EXECUTE", 137, True)],
+)
+def test_a_real_pod_s_pid_1_decides_what_a_sigterm_in_the_first_rendezvous_does(
+    tmp_path, entrypoint, exit_code, ignored
+):
+    """Each real pod is a container's PID 1 (`localjob/container.py`). Upstream's agent has no SIGTERM handler in its
+    first rendezvous (torch `PContext.start` installs it with the workers): flytekit `entrypoint.py`
+    `fast_execute_task_cmd` forwards the signal to its pyflyte-execute child, which dies of it, and exits 241; tini
+    exits 143; pyflyte-execute as PID 1 is not killed (the kernel drops it, `kernel/signal.c` `sig_task_ignored`):
+    its agent joins the round, trains, and is killed by the SIGKILL at the end of the grace period."""
+    from aggregation.scenario import parse_scenario_source
+
+    text = f"""
+    plugin: UPSTREAM
+    job {{ pods: "train-worker-0" pods: "train-worker-1" nproc_per_node: 1 termination_grace_period_seconds: 6 }}
+    task {{ retries: 0 training_seconds: 40 entrypoint: {entrypoint} }}
+    propeller {{ error_aggregation: true observation_delay_seconds: 1 }}
+    timings {{ rendezvous_seconds: 3 }}
+    attempts {{ events {{ at_seconds: 1 pod: "train-worker-1" preemption {{}} }} }}
+    """
+    real = conforming_local_run(parse_scenario_source(text, "pid1.textproto").spec(), tmp_path / "run")
+    [attempt] = real.attempts
+    [preempted] = [pod for pod in attempt.pods if pod.pod == "train-worker-1"]
+    assert preempted.exit_code == exit_code
+    assert preempted.exited_at == pytest.approx(1 + 6 if ignored else 1, abs=1)  # at the SIGKILL, or at once
+    assert attempt.job_condition == "Failed"

@@ -27,7 +27,7 @@ from aggregation import defaults
 from aggregation.cli import main
 from aggregation.engine import Clock
 from aggregation.explore import Variation, default_variations, outcome_of, shown_outcomes, sweep
-from aggregation.kinds import CleanPodPolicy, ReplicaMapOrder
+from aggregation.kinds import CleanPodPolicy, Entrypoint, ReplicaMapOrder
 from aggregation.operator import PodRecreation, TrainingOperator, UndecidedVerdict
 from aggregation.propeller_actor import CreatedInTheSameSecond, DeletedWithinItsSecond
 from aggregation.record import execution_to_json
@@ -202,11 +202,49 @@ def test_survivor_stamp_truncation_decides_the_race():
 
 
 def test_upstream_agent_dies_by_sigterm_before_its_handlers_exist():
-    """PContext.start installs handlers after the first rendezvous: exit 143, no file, job Failed."""
+    """PContext.start installs handlers after the first rendezvous: the agent dies of the SIGTERM that
+    pyflyte-fast-execute (PID 1 by default) forwards to it, which exits 241; no file, job Failed."""
     attempt = run("signal_during_first_rendezvous", "upstream").attempts[0]
-    assert attempt.exits["train-worker-1"][0] == 143
+    assert attempt.exits["train-worker-1"][0] == 241
     assert attempt.uploads == () or all(u.pod != "train-worker-1" for u in attempt.uploads)
     assert attempt.job_condition == "Failed"
+
+
+@pytest.mark.parametrize(
+    "entrypoint, exit_code, exited_at",
+    [("FAST_EXECUTE", 241, 1.0), ("INIT_THEN_EXECUTE", 143, 1.0), ("EXECUTE", 137, 31.0)],
+)
+def test_what_an_unhandled_sigterm_does_depends_on_the_container_s_pid_1(entrypoint, exit_code, exited_at):
+    """A SIGTERM in the first rendezvous, before torch's `PContext.start` installs a handler. flytekit
+    `entrypoint.py` `fast_execute_task_cmd` runs pyflyte-execute through `_run_subprocess`, which forwards SIGTERM
+    and returns `Popen.wait()` (-15) to `exit`: 241. An init (tini) exits 128 + 15. pyflyte-execute as PID 1 is
+    not killed at all: the kernel drops a signal a PID namespace's init has no handler for (`kernel/signal.c`
+    `sig_task_ignored`, SIGNAL_UNKILLABLE), so the agent joins, trains, and dies of the SIGKILL 30 s later."""
+    events = 'events { at_seconds: 1 pod: "a" preemption {} }'
+    text = scenario_text(events).replace("task {", f"task {{ entrypoint: {entrypoint}")
+    attempt = simulate(parse_scenario(text, "t.textproto", "upstream")).attempts[0]
+    assert attempt.exits["a"] == (exit_code, exited_at)
+    ignored = [e for e in attempt.timeline if e.what is What.SIGNAL_IGNORED]
+    trained = any(e.what is What.RENDEZVOUS_DONE and e.actor == "a" for e in attempt.timeline)
+    assert (bool(ignored), trained) == ((True, True) if entrypoint == "EXECUTE" else (False, False))
+    assert attempt.job_condition == "Failed" and not [u for u in attempt.uploads if u.pod == "a"]
+
+
+def test_a_pid_1_agent_on_its_way_out_is_not_killed_by_sigterm_and_its_job_succeeds():
+    """After the agent returned, a SIGTERM finds the default disposition CPython restores on its way out (see the
+    test below): it kills a pod under pyflyte-fast-execute (241), but pyflyte-execute as PID 1 drops it (kernel
+    `sig_task_ignored`) and exits 0 as it would have: the job Succeeds and the node with it."""
+    events = 'events { at_seconds: 30 completion {} } events { at_seconds: 33 pod: "a" preemption {} }'
+    joined = "finished_worker_exit_seconds: 0.5"  # barrier passed at 32.5; a uploads at 32.55; both exit at 33.25
+    outcomes = {}
+    for entrypoint in ("FAST_EXECUTE", "EXECUTE"):
+        spec = scenario(events, timings=joined, plugin="upstream")
+        attempt = simulate(replace(spec, outputs_declared=True, entrypoint=Entrypoint[entrypoint])).attempts[0]
+        outcomes[entrypoint] = (attempt.exits["a"], attempt.job_condition)
+    assert outcomes == {
+        "FAST_EXECUTE": ((241, pytest.approx(33.0)), "Failed"),
+        "EXECUTE": ((0, pytest.approx(33.25)), "Succeeded"),
+    }
 
 
 def test_sigkill_after_grace_loses_everything():
@@ -435,7 +473,7 @@ def test_a_job_past_its_active_deadline_fails_at_its_pods_next_change_even_a_suc
         # training ran to its end, far past the deadline; pod b, with nothing to upload, exits 0 first
         assert attempt.exits["b"] == (0, pytest.approx(105.1))
         assert (attempt.job_condition, attempt.job_terminal_at) == ("Failed", pytest.approx(105.1))
-        assert attempt.exits["a"] == (143, pytest.approx(105.1))  # deleted as it tears down after its upload
+        assert attempt.exits["a"] == (241, pytest.approx(105.1))  # deleted as it tears down after its upload
         assert attempt.outcome.error.code == "DownstreamSystemError"
         assert attempt.outcome.error.message == f"Job failed:\n\tPyTorchJobFailed - {DEADLINE_PASSED}"
     assert simulate(scenario(job="active_deadline_seconds: 200")).final_phase.value == "SUCCEEDED"
@@ -1089,6 +1127,8 @@ def test_the_namespace_propeller_names_is_the_scenario_s_and_a_bad_one_is_refuse
     assert result.returncode != 0 and "Traceback" not in result.stderr
     [line] = result.stderr.strip().splitlines()
     assert "job.namespace" in line and "not a Kubernetes namespace" in line and "bad.textproto" in line
+    with pytest.raises(ScenarioError, match="not a Kubernetes namespace"):  # a regex's `$` matches before a newline
+        scenario(job='namespace: "ml-prod\\n"')
 
 
 def test_clean_pod_policy_running_sigterms_the_rest():
@@ -1411,14 +1451,14 @@ def test_a_node_leaving_the_first_rendezvous_strands_its_peers():
 def test_the_first_rendezvous_completes_for_every_pod_as_the_last_one_joins():
     """torch `dynamic_rendezvous.py` `_add_to_participants`: the round completes as the participants reach max_nodes
     (min = max = the job's pods), so no pod's workers start, and no torch handler is installed, before the last pod
-    has joined. a joins at 2 s, b at 5 s: a SIGTERM to a at 3 s finds upstream's agent without a handler (exit 143,
+    has joined. a joins at 2 s, b at 5 s: a SIGTERM to a at 3 s finds upstream's agent without a handler (exit 241,
     no file; b's read of the store a hosted fails), the recoverable plugin's first-rendezvous handler reports it."""
     uneven = 'pod_timings { pod: "b" timings { rendezvous_seconds: 5 } }'
     clean = simulate(scenario(extra=uneven)).attempts[0]
     assert [(e.pod, e.at) for e in clean.timeline if e.what is What.RENDEZVOUS_DONE] == [("a", 5.0), ("b", 5.0)]
     signal = 'events { at_seconds: 3 pod: "a" preemption {} }'
     upstream = simulate(scenario(signal, plugin="upstream", extra=uneven)).attempts[0]
-    assert upstream.exits["a"] == (143, 3.0) and not [u for u in upstream.uploads if u.pod == "a"]
+    assert upstream.exits["a"] == (241, 3.0) and not [u for u in upstream.uploads if u.pod == "a"]
     assert not any(e.what is What.RENDEZVOUS_DONE for e in upstream.timeline)
     recoverable = simulate(scenario(signal, plugin="recoverable", extra=uneven)).attempts[0]
     [caught] = [e for e in recoverable.timeline if e.what is What.SIGNAL_CAUGHT]
@@ -1427,12 +1467,12 @@ def test_the_first_rendezvous_completes_for_every_pod_as_the_last_one_joins():
 
 def test_a_pod_whose_workers_never_started_has_no_torch_handler_even_waiting_in_a_later_round():
     """torch installs `_terminate_process_handler` at the first `PContext.start`. b leaves the first round (upstream:
-    killed, 143), so a waits in the next round for it (`Pod.peer_death`) with no workers ever started: a SIGTERM
-    there kills upstream's agent too (143, no file), where the model used to take it for a caught signal (exit 0).
+    killed, 241), so a waits in the next round for it (`Pod.peer_death`) with no workers ever started: a SIGTERM
+    there kills upstream's agent too (241, no file), where the model used to take it for a caught signal (exit 0).
     The recoverable plugin's own first-rendezvous handler still catches it (and yields to b's report)."""
     events = 'events { at_seconds: 1 pod: "b" preemption {} } events { at_seconds: 10 pod: "a" preemption {} }'
     upstream = simulate(scenario(events, plugin="upstream")).attempts[0]
-    assert upstream.exits["a"] == (143, 10.0) and not upstream.uploads
+    assert upstream.exits["a"] == (241, 10.0) and not upstream.uploads
     assert not any(e.what is What.SIGNAL_CAUGHT for e in upstream.timeline)
     recoverable = simulate(scenario(events, plugin="recoverable")).attempts[0]
     assert recoverable.exits["a"][0] == 0
@@ -1441,11 +1481,11 @@ def test_a_pod_whose_workers_never_started_has_no_torch_handler_even_waiting_in_
 
 def test_a_signal_marked_as_landing_in_a_fork_before_any_worker_started_finds_no_fork():
     """Only an agent that starts workers forks (`start_method="fork"`): in the first rendezvous there is none, so a
-    preemption marked `lands_during_fork` is what any signal there is: upstream's agent has no handler yet (143), the
+    preemption marked `lands_during_fork` is what any signal there is: upstream's agent has no handler yet (241), the
     recoverable plugin's first-rendezvous handler reports it. It used to be lost until the SIGKILL (137)."""
     forked = 'events { at_seconds: 1 pod: "b" preemption { lands_during_fork: true } }'
     upstream = simulate(scenario(forked, job="start_method: FORK", plugin="upstream")).attempts[0]
-    assert upstream.exits["b"] == (143, 1.0)
+    assert upstream.exits["b"] == (241, 1.0)
     recoverable = simulate(scenario(forked, job="start_method: FORK", plugin="recoverable")).attempts[0]
     assert any(e.what is What.SIGNAL_CAUGHT and e.pod == "b" for e in recoverable.timeline)
     assert not any(e.what is What.SIGNAL_LOST for e in upstream.timeline + recoverable.timeline)
@@ -2025,11 +2065,11 @@ def test_at_the_read_that_passes_the_deadline_the_store_s_loss_is_what_fails_the
 
 def test_a_node_still_in_its_first_round_reads_on_its_own_grid_from_its_start():
     """torch `next_rendezvous`: the first round's join loop has read once a second since the agent started (its
-    0-0.3 s random delay taken as 0): the store host killed at 1.3 s (no handlers yet: exit 143) is found gone at
+    0-0.3 s random delay taken as 0): the store host killed at 1.3 s (no handlers yet: exit 241) is found gone at
     the read at 2 s, not at 1.3 s; the join deadline counts from the start too."""
     spec = scenario('events { at_seconds: 1.3 pod: "a" preemption {} }', job="max_restarts: 1", plugin="upstream")
     timeline = simulate(spec).attempts[0].timeline
-    assert next(e.exit_code for e in timeline if e.what is What.EXIT and e.actor == "a") == 143
+    assert next(e.exit_code for e in timeline if e.what is What.EXIT and e.actor == "a") == 241
     [lost] = [e for e in timeline if e.what is What.RENDEZVOUS_LOST]
     assert (lost.actor, lost.at) == ("b", 2.0)
 
@@ -2105,9 +2145,10 @@ def test_a_signal_after_the_agent_returned_kills_the_pod_and_fails_the_job():
     """torch 2.13 `torch/distributed/elastic/multiprocessing/api.py` `PContext.start` installs
     `_terminate_process_handler` and nothing removes it; the plugin catches `SignalException` only around
     `elastic_launch` (flytekitplugins-kfpytorch `task.py` `_execute`). A SIGTERM while the entrypoint writes and
-    tears down escapes it, or finds the default disposition CPython restores on its way out: the pod exits 143
-    (measured: 1 pod x 1 worker, spawn and fork, signals 0.02-0.92 s after outputs.pb landed all exited 143), and
-    the operator fails the job (`pod failed`, RestartPolicy Never), so propeller reads no file."""
+    tears down finds the default disposition CPython restores on its way out: the agent dies of it (measured: 1 pod
+    x 1 worker, spawn and fork, signals 0.02-0.92 s after outputs.pb landed: all died of it), so under the default
+    pyflyte-fast-execute the pod exits 241, and the operator fails the job (`pod failed`, RestartPolicy Never), so
+    propeller reads no file."""
     completion = "events { at_seconds: 30 completion {} }"
     joined = "finished_worker_exit_seconds: 0.5"  # barrier passed at 32.5; a uploads at 32.55; both exit at 33.25
     for at in (32.52, 33.0):  # before and after the outputs landed
@@ -2115,14 +2156,14 @@ def test_a_signal_after_the_agent_returned_kills_the_pod_and_fails_the_job():
         late = simulate(replace(scenario(events, timings=joined), outputs_declared=True))
         late = late.attempts[0]
         assert not any(e.what is What.SIGNAL_CAUGHT for e in late.timeline)
-        assert late.exits["a"] == (143, pytest.approx(at))
+        assert late.exits["a"] == (241, pytest.approx(at))
         assert late.job_condition == "Failed" and late.outcome.error.code == "DownstreamSystemError"
         assert [u.name for u in late.uploads] == ([] if at < 32.55 else ["outputs.pb"])
     for plugin in ("upstream", "seed-pr", "recoverable"):  # no plugin catches it: the agent has returned
         late = simulate(
             scenario(completion + ' events { at_seconds: 33 pod: "b" preemption {} }', timings=joined, plugin=plugin)
         )
-        assert late.attempts[0].exits["b"][0] == 143, plugin
+        assert late.attempts[0].exits["b"][0] == 241, plugin
 
 
 def test_the_exit_barrier_waits_for_every_agent_unless_the_store_is_gone():
@@ -2219,7 +2260,7 @@ def test_at_one_instant_the_store_s_loss_reaches_the_survivors_before_the_operat
     at the exit barrier (torch `utils/store.py` `barrier`: `store.wait`) fails there before the kubelet can report
     the exit and the operator (training-operator `ReconcileJobs`) clean up. An operator that reacts in no time is
     the limit of one that reacts a little late: b passes its barrier, then the cleanup's SIGTERM finds its agent
-    returned (torch's handler outlives it: exit 143), whatever the latency."""
+    returned (torch's handler outlives it: exit 241), whatever the latency."""
     events = 'events { at_seconds: 30 completion {} } events { at_seconds: 33 pod: "a" preemption {} }'
     a_slower = 'pod_timings { pod: "a" timings { finished_worker_exit_seconds: 3 } }'
     for latency in (0.0, 0.001, 0.2):
@@ -2231,7 +2272,7 @@ def test_at_one_instant_the_store_s_loss_reaches_the_survivors_before_the_operat
             (What.EXIT_BARRIER_PASSED, "the rendezvous store is gone", None),
             (What.DELETES_POD, "All", None),
             (What.SIGTERM, "operator cleanup", None),
-            (What.EXIT, b[-1][1], 143),
+            (What.EXIT, b[-1][1], 241),
         ], latency
 
 
