@@ -557,7 +557,7 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
 def validate(targets, as_json, allow_empty, max_download_mb, config_files, timeout) -> None:
     """Lint error files (or every error* key of a prefix) against what correct aggregation needs.
 
-    Exit 0 when every file passes, 1 when any fails or there is none (unless --allow-empty), 2 when a path
+    Exit 0 when every file passes, 1 when any fails or a path holds none (unless --allow-empty), 2 when a path
     cannot be opened (the other paths' findings are still printed; --json lists it under "not_opened"). The size
     limit is --max-download-mb, else the deployment's (--propeller-config), else propeller's default. A prefix
     without error files is what upstream's plugin leaves after a preemption.
@@ -569,13 +569,17 @@ def validate(targets, as_json, allow_empty, max_download_mb, config_files, timeo
     for target in targets:
         _refuse_a_store_no_process_shares(target)
         _quiet_store_loggers(target)
-    reports, unopened = [], []  # a path that cannot be opened does not hide the other paths' findings
+    reports, unopened, empty = [], [], []  # a path that cannot be opened does not hide the other paths' findings
     for target in targets:
         try:
-            reports.extend(validate_target(target, timeout, limit))
+            found = validate_target(target, timeout, limit)
         except (StorageError, StoreUnreachable) as e:
             unopened.append(str(e))
-    passed = all(r.ok for r in reports) and bool(reports or allow_empty) and not unopened
+            continue
+        reports.extend(found)
+        if not found:  # one pod's prefix with nothing in it is what upstream leaves, beside its siblings' files too
+            empty.append(target)
+    passed = all(r.ok for r in reports) and not (empty and not allow_empty) and not unopened
     if as_json:
         click.echo(
             json.dumps(
@@ -589,6 +593,7 @@ def validate(targets, as_json, allow_empty, max_download_mb, config_files, timeo
                         for r in reports
                     ],
                     "not_opened": unopened,
+                    "no_error_files": empty,
                     "ok": passed,
                 },
                 indent=2,
@@ -603,8 +608,9 @@ def validate(targets, as_json, allow_empty, max_download_mb, config_files, timeo
                 click.echo(printable(f"{report.path}: ok"))
             for finding in report.findings:
                 click.echo(_finding_line(printable(f"{report.path}: {finding.check}: {finding.message}")))
-        if not reports and not unopened:
-            click.echo("no error files found" + ("" if allow_empty else " (pass --allow-empty if that is expected)"))
+        hint = "" if allow_empty else " (pass --allow-empty if that is expected)"
+        for target in empty:
+            click.echo(printable(f"{target}: no error files found{hint}"))
     if unopened:
         _fail("; ".join(unopened))  # one line, however many paths
     sys.exit(0 if passed else 1)
@@ -648,8 +654,15 @@ def _check_plot_path(plot_path: str) -> None:
         _fail(f"--plot needs matplotlib: pip install 'flyte-aggsim[notebooks]' ({e})")
         return
     formats = FigureCanvasBase.get_supported_filetypes()
-    if Path(plot_path).suffix.lstrip(".").lower() not in formats:
+    suffix = Path(plot_path).suffix.lstrip(".").lower()
+    if suffix not in formats:
         _fail(f"--plot {plot_path}: the file name must end in one of {', '.join('.' + f for f in sorted(formats))}")
+    if suffix == "pgf":  # matplotlib writes PGF through a TeX program (rcParams["pgf.texsystem"]), at save time
+        import shutil
+
+        texsystem = matplotlib.rcParams["pgf.texsystem"]
+        if shutil.which(texsystem) is None:
+            _fail(f"--plot {plot_path}: matplotlib writes .pgf through {texsystem}, which is not installed here")
 
 
 def _need_z3(what: str) -> None:
@@ -669,6 +682,8 @@ def _save_figure(plot_path: str, drawing: str, *args) -> None:
         getattr(plot, drawing)(*args).savefig(plot_path, dpi=110)
     except OSError as e:
         _fail(f"--plot {plot_path}: {e.strerror or e}")
+    except RuntimeError as e:  # a writer's own program failed (matplotlib raises RuntimeError for those)
+        _fail(f"--plot {plot_path}: matplotlib could not write it: {str(e).splitlines()[0] if str(e) else e}")
 
 
 PLUGIN_CHOICE = click.Choice(["upstream", "seed-pr", "recoverable"])

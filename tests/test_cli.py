@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import AGGSIM, SCENARIOS, T0  # noqa: E402
+from conftest import AGGSIM, ROOT, SCENARIOS, T0  # noqa: E402
 from flyteidl.core import errors_pb2, literals_pb2
 
 from aggregation.cli import main
@@ -410,9 +410,24 @@ def test_validate_fails_on_a_prefix_without_error_files_unless_allowed(tmp_path)
     assert run("validate", str(tmp_path), "--allow-empty").exit_code == 0
     # the JSON says what the exit code says
     as_json = run("validate", str(tmp_path), "--json")
-    assert as_json.exit_code == 1 and json.loads(as_json.output) == {"files": [], "not_opened": [], "ok": False}
+    assert as_json.exit_code == 1
+    assert json.loads(as_json.output) == {"files": [], "not_opened": [], "no_error_files": [str(tmp_path)], "ok": False}
     allowed = run("validate", str(tmp_path), "--json", "--allow-empty")
     assert allowed.exit_code == 0 and json.loads(allowed.output)["ok"] is True
+
+
+def test_validate_fails_when_one_of_several_prefixes_has_no_error_files(tmp_path):
+    """One pod's prefix empty beside its sibling's files is what upstream leaves after a preemption too: it used to
+    pass (exit 0, `"ok": true`) as long as some other path held a file. The empty one is named."""
+    empty, full = tmp_path / "empty", ROOT / "examples" / "prefixes" / "preempted_pair"
+    empty.mkdir()
+    (empty / "outputs.pb").write_bytes(b"")
+    both = run("validate", str(empty), str(full))
+    assert both.exit_code == 1
+    assert f"{empty}: no error files found (pass --allow-empty if that is expected)" in both.output.splitlines()
+    answer = json.loads(run("validate", str(full), str(empty), "--json").output)
+    assert (answer["ok"], answer["no_error_files"], bool(answer["files"])) == (False, [str(empty)], True)
+    assert run("validate", str(empty), str(full), "--allow-empty").exit_code == 0
 
 
 def test_validate_of_a_path_that_cannot_be_opened_still_prints_the_other_paths_findings(prefix, tmp_path):

@@ -308,6 +308,15 @@ def test_a_plot_format_matplotlib_cannot_write_is_refused(tmp_path, name):
     assert not (tmp_path / name).exists()
 
 
+def test_a_pgf_plot_without_its_tex_program_is_refused_before_the_run(tmp_path, monkeypatch):
+    """matplotlib's PGF writer runs `pgf.texsystem` (xelatex) at save time: without it the sweep ran, then died with
+    an internal error and printed nothing of what it had found. Refused up front, in one line, nothing written."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # no TeX program on it
+    for command in (("simulate", PREEMPTION), ("sweep", PREEMPTION, "--samples", "2")):
+        one_line_error(run(*command, "--plot", tmp_path / "out.pgf"), "--plot", "xelatex", "not installed")
+    assert not (tmp_path / "out.pgf").exists()
+
+
 def test_a_plot_whose_names_hold_dollars_and_control_characters_is_drawn(tmp_path):
     path = scenario(
         tmp_path,
