@@ -32,6 +32,7 @@ from aggregation.explore import (  # noqa: E402
 )
 from aggregation.printable import printable  # noqa: E402
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb  # noqa: E402
+from aggregation.scenario import VARIANT_NAMES  # noqa: E402
 
 
 def plain(text) -> str:
@@ -220,7 +221,7 @@ def timeline_figure(execution, title: str = "") -> Figure:
     phase = pb.FinalPhase.Name(record.final_phase)
     fig.suptitle(
         plain(title)
-        or f"{plain(record.scenario)}: plugin {pb.PluginVariant.Name(record.plugin).lower()}, "
+        or f"{plain(record.scenario)}: plugin {VARIANT_NAMES[record.plugin]}, "
         f"aggregation {'on' if record.error_aggregation else 'off'} -> {phase}",
         fontsize=11,
     )

@@ -487,6 +487,10 @@ def file_url_path(url: str) -> str:
     return unquote(parts.path)
 
 
+#: URL schemes of object stores, whose first path part is the bucket
+BUCKET_SCHEMES = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "az"})
+
+
 def open_prefix(
     location: str, storage_options: Optional[dict] = None, timeout: float = DEFAULT_TIMEOUT_SECONDS
 ) -> OutputPrefix:
@@ -499,6 +503,9 @@ def open_prefix(
         return LocalPrefix(path, location)
     scheme, _, rest = location.partition(":")
     location = f"{scheme.lower()}:{rest}"  # a URL's scheme is read without case (RFC 3986): S3:// is s3://
+    if scheme.lower() in BUCKET_SCHEMES and not rest.lstrip("/").split("/", 1)[0]:
+        # propeller's output prefix always names its bucket; s3fs would try to list every bucket there is
+        raise PrefixNotFound(f"{location}: names no bucket ({scheme.lower()}://BUCKET/KEY...)")
     return FsspecPrefix(location, storage_options, timeout)
 
 

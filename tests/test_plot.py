@@ -29,6 +29,8 @@ def test_timeline_has_a_panel_per_attempt_and_a_lane_per_pod_and_explains_its_li
     legend = {t.get_text() for t in figure.legends[0].get_texts()}
     assert {"back to the time the file claims", "the job turns terminal", "propeller's observing round"} <= legend
     assert "the error propeller reports" in legend
+    seed_pr = timeline_figure(simulate(load_scenario(str(SCENARIOS / "auto_resume_two_attempts.textproto"), "seed-pr")))
+    assert ": plugin seed-pr, aggregation on" in seed_pr._suptitle.get_text()  # the name the CLI takes, not seed_pr
 
 
 def _column_colours(heatmap, column):

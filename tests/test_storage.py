@@ -52,6 +52,14 @@ def test_unknown_filesystem_is_a_clear_error():
         open_prefix("nosuchfs://bucket/prefix")
 
 
+@pytest.mark.parametrize("location", ["s3://", "S3:///", "gs://", "gcs:////"])
+def test_an_object_store_url_without_a_bucket_names_no_prefix(location):
+    """A propeller output prefix always names its bucket; s3fs would list every bucket (`Cannot traverse all of S3`,
+    which explain printed as a failed round)."""
+    with pytest.raises(PrefixNotFound, match="names no bucket"):
+        open_prefix(location)
+
+
 def test_memory_url_through_fsspec():
     import fsspec
 
