@@ -71,26 +71,33 @@ def hostnames(pods: list[str]) -> dict[str, str]:
     return names
 
 
+def check_runnable(entrypoint: Entrypoint, job_pods: list[str]) -> dict[str, str]:
+    """The job's pods can be containers here: their names can be hostnames, and the entrypoint's programs are
+    installed. Returns each pod's hostname; `ContainerError` (one line) if not. `run-local` asks before any pod starts
+    (`localjob.runner.check_playable`)."""
+    names = hostnames(job_pods)
+    if entrypoint is Entrypoint.INIT_THEN_EXECUTE and shutil.which("tini") is None:
+        raise ContainerError(
+            "task.entrypoint INIT_THEN_EXECUTE runs pyflyte-execute under tini, which is not installed here "
+            "(Debian package tini; .ci/system-packages installs it)"
+        )
+    return names
+
+
 def entrypoint_command(
     entrypoint: Entrypoint, execute: list[str], pod: str, pod_dir: Path, job_pods: list[str], report_fd: int
 ) -> list[str]:
     """The launcher's command for pod `pod` of a job of `job_pods`, whose container runs `execute` (a pyflyte-execute
     command line) as `entrypoint` says: through `pyflyte-fast-execute`, as PID 1 itself, or under tini. Its files
     (code, /etc/hosts) go under `pod_dir`."""
-    names = hostnames(job_pods)
+    names = check_runnable(entrypoint, job_pods)
     pod_dir.mkdir(parents=True, exist_ok=True)
     hosts = pod_dir / "hosts"
     hosts.write_text(hosts_file(list(names.values())))
     if entrypoint is Entrypoint.EXECUTE:
         inner = execute
     elif entrypoint is Entrypoint.INIT_THEN_EXECUTE:
-        tini = shutil.which("tini")
-        if tini is None:
-            raise ContainerError(
-                "task.entrypoint INIT_THEN_EXECUTE runs pyflyte-execute under tini, which is not installed here "
-                "(Debian package tini; .ci/system-packages installs it)"
-            )
-        inner = [tini, "--", *execute]
+        inner = [shutil.which("tini") or "tini", "--", *execute]
     else:
         fast_execute = Path(execute[0]).with_name("pyflyte-fast-execute")
         if not fast_execute.exists():

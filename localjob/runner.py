@@ -16,6 +16,7 @@ from aggregation.execution import TooManyAttempts, run_execution
 from aggregation.kinds import PluginVariant
 from aggregation.results import Execution, Source
 from aggregation.scenario import ScenarioSpec
+from localjob.container import ContainerError, check_runnable
 from localjob.pod import libfaketime_path
 from localjob.realpods import ATTEMPT_TIMEOUT, LINGER_AFTER_VERDICT, START_TIMEOUT, LocalJobError, RealPods
 from localjob.timebase import MOST_LEAD, barrier, first_action
@@ -57,6 +58,10 @@ def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Wo
             f"clock_offset_seconds of {', '.join(skewed)} needs libfaketime to give each pod its own "
             "clock: run .ci/system-packages (Debian package faketime)"
         )
+    try:
+        check_runnable(spec.entrypoint, list(spec.pods))
+    except ContainerError as e:
+        raise Unplayable(str(e)) from None
     from plugin.task import is_collateral_failure
 
     for index, events in enumerate(spec.attempts):

@@ -85,3 +85,18 @@ def test_pods_whose_names_share_their_first_63_characters_would_be_one_node():
     assert hostnames(["a" * 70]) == {"a" * 70: "a" * 63}
     with pytest.raises(ContainerError, match="would share the hostname"):
         hostnames(["a" * 63 + "x", "a" * 63 + "y"])
+
+
+def test_run_local_refuses_a_job_whose_pods_cannot_be_containers_before_any_pod_starts(monkeypatch):
+    """`localjob/runner.py` `check_playable` asks `check_runnable`: a name no pod could have, or an init that is not
+    installed, is refused before the run makes anything."""
+    from aggregation.scenario import parse_scenario
+    from localjob.runner import Unplayable, check_playable
+
+    text = 'plugin: UPSTREAM job { pods: "%s" pods: "b" } task { training_seconds: 30 %s }'
+    with pytest.raises(Unplayable, match="'Train-0' cannot be a real pod's name"):
+        check_playable(parse_scenario(text % ("Train-0", ""), "t.textproto"))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(Unplayable, match="tini, which is not installed here"):
+        check_playable(parse_scenario(text % ("a", "entrypoint: INIT_THEN_EXECUTE"), "t.textproto"))
+    check_playable(parse_scenario(text % ("a", "entrypoint: EXECUTE"), "t.textproto"))
