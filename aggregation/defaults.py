@@ -84,6 +84,15 @@ FINISHED_WORKER_EXIT_SECONDS = {"spawn": 2.4, "fork": 0.07}
 # torch). Measured 0.62-0.80 s, median 0.70 (12 runs, `aggsim calibrate`, README "Timings"). It decides races: an
 # upstream pod that writes nothing makes an elastic job Succeeded only when it exits.
 EXIT_SECONDS = 0.7
+# flytekitplugins-kfpytorch (upstream, and the seed PR) leaves torch's SIGTERM handler (`PContext.start`) installed once
+# its agent has returned; CPython puts the default disposition back only as the interpreter finalizes. Measured
+# (upstream, 1 pod x 1 spawn worker, torch 2.13, flytekit 1.16.31): a SIGTERM while flytekit turned the returned value
+# into outputs wrote a NON_RECOVERABLE SYSTEM error document instead (exit 0); during the upload, exit 1 (outputs.pb
+# landed all the same); 0-5 ms after outputs.pb landed it was raised into an atexit callback and ignored (exit 0);
+# 10 ms and later it killed the process. Finalization began 7-10 ms after the upload. The model does not time those
+# statements: it refuses a SIGTERM from the agent's return until this long after the entrypoint's upload (or its
+# return with nothing to write), three times the longest measured.
+TORCH_HANDLER_AFTER_ENTRYPOINT_SECONDS = 0.03
 PEER_FAILURE_SECONDS = 0.05  # a peer's signal -> the survivor's "Connection reset by peer"
 TRAINING_SECONDS = 60.0
 # Node clocks disagree: chrony/NTP keep them within milliseconds normally, and within hundreds of milliseconds

@@ -26,6 +26,7 @@ from collections import Counter
 from dataclasses import replace
 
 from aggregation.operator import PodRecreation
+from aggregation.pods import SignalUnderTorchHandler
 from aggregation.propeller_actor import CreatedInTheSameSecond, DeletedWithinItsSecond
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
 from aggregation.record import execution_to_proto, verdict_fields
@@ -105,6 +106,13 @@ LOOKS_WHILE_THE_TTL_MAY_HAVE_DELETED = (
 )
 
 
+#: the verdict key of a copy in which a SIGTERM meets torch's handler after the agent returned, which upstream and
+#: seed-pr leave installed (`pods.SignalUnderTorchHandler`): a real run there may end any of three ways
+SIGNAL_UNDER_TORCH_HANDLER = (
+    ("refused", "a SIGTERM meets torch's handler after its agent returned (pods.SignalUnderTorchHandler)"),
+)
+
+
 def refusal_key(refusal: ModelRefusal) -> "tuple | None":
     """The verdict key of a refusal a real run can meet in the operator and propeller it drives (above); None for one
     that refuses the scenario itself, which `run_local` meets before any pod starts."""
@@ -114,6 +122,8 @@ def refusal_key(refusal: ModelRefusal) -> "tuple | None":
         return TERMINAL_IN_ITS_FIRST_SECOND
     if isinstance(refusal, DeletedWithinItsSecond):
         return LOOKS_WHILE_THE_TTL_MAY_HAVE_DELETED
+    if isinstance(refusal, SignalUnderTorchHandler):
+        return SIGNAL_UNDER_TORCH_HANDLER
     return None
 
 
@@ -124,7 +134,8 @@ def neighbourhood(
     `fastest`) end with it. A copy whose job Go's map order decides (a moment the scenario leaves it to:
     `operator.UndecidedVerdict`) counts once per order: a real operator may take either. A copy the model refuses
     because the operator would re-create a deleted pod (under one order, or any) counts as `RE_CREATED_POD` there, and
-    one whose job turns terminal in its first second as `TERMINAL_IN_ITS_FIRST_SECOND`."""
+    one whose job turns terminal in its first second as `TERMINAL_IN_ITS_FIRST_SECOND`, one whose SIGTERM meets torch's
+    handler after the agent returned as `SIGNAL_UNDER_TORCH_HANDLER`."""
     rng = random.Random(seed)
     outcomes = Counter(_verdicts(spec))
     for _ in range(samples):

@@ -33,6 +33,9 @@ class PodPlugin:
     #: how long a collateral report waits (looking every `sibling_poll`) for a sibling's report first
     sibling_wait = 0.0
     sibling_poll = defaults.SIBLING_POLL_SECONDS
+    #: its `_execute` puts back the signal dispositions it found as it returns, so torch's SIGTERM handler does not
+    #: outlive the agent (else it stays until the interpreter finalizes: `TORCH_HANDLER_AFTER_ENTRYPOINT_SECONDS`)
+    restores_signal_dispositions = False
 
     def worker_failure_stamp(self, failed_at: float, file_time_lag: float) -> float:
         """torch stamps a worker failure with `int(time.time())`: the whole second of the reading's float."""
@@ -72,6 +75,7 @@ class RecoverablePlugin(PodPlugin):
     yields_to_siblings = True
     collateral_recoverable = True
     sibling_wait = defaults.SIBLING_WAIT_SECONDS
+    restores_signal_dispositions = True  # `rendezvous_window_handlers` restores the default on the way out
 
     def worker_failure_stamp(self, failed_at: float, file_time_lag: float) -> float:
         """`plugin/task.py` `refine_first_failure_timestamp`: the worker's error file's mtime (the reading less the

@@ -37,7 +37,7 @@ from aggregation.nanoseconds import (
 from aggregation.plugin_variants import PodPlugin, plugin_for
 from aggregation.readers import parse_document
 from aggregation.replica_env import error_file_name, job_environments, reported_worker
-from aggregation.scenario import ElasticLaunch, PodTiming, ScenarioSpec
+from aggregation.scenario import ElasticLaunch, ModelRefusal, PodTiming, ScenarioSpec
 from aggregation.storage import MemoryPrefix
 from aggregation.symbolic import stamp_ns
 from aggregation.timeline import Event, What
@@ -168,6 +168,21 @@ def read_container_error(content: bytes) -> Optional[errors_pb2.ContainerError]:
     return document.error if document.HasField("error") else None
 
 
+class SignalUnderTorchHandler(ModelRefusal):
+    """A SIGTERM reaches a pod whose agent has returned while torch's SIGTERM handler is still installed: upstream's
+    plugin and the seed PR leave it in place until the interpreter finalizes (`defaults.TORCH_HANDLER_AFTER_ENTRYPOINT_
+    SECONDS`). torch's `_terminate_process_handler` then raises `SignalException` in whatever flytekit statement runs,
+    and that decides the outcome: measured, a NON_RECOVERABLE SYSTEM error document instead of the outputs (the value
+    being converted), exit 1 (the upload under way), or nothing (an atexit callback). The model does not time those
+    statements, so it refuses the point."""
+
+    def __init__(self, message: str, attempt: int, pod: str, arrived, window: tuple) -> None:
+        super().__init__(message)
+        self.attempt, self.pod, self.arrived = attempt, pod, arrived
+        self.since, self.until = window  # from the agent's result to the end of the refused stretch
+        self.kind = f"a SIGTERM reaches {pod} while torch's handler outlives its agent (attempt {attempt})"
+
+
 class Pod:
     """One simulated worker replica, reporting to its attempt's world."""
 
@@ -214,6 +229,9 @@ class Pod:
         self.deadline_read = math.inf
         # when a SIGTERM reached the agent blocked at the exit barrier: torch's handler runs once the wait returns
         self.held_signal: Optional[float] = None
+        # on its way out with torch's SIGTERM handler still installed (upstream, seed-pr): from when, and until when
+        # (`_finish`); None when it is not, or never was
+        self.torch_handler_window: Optional[tuple[float, float]] = None
         self._course: list[Scheduled] = []  # reactions that a change of course cancels
         self.clock.at(timing.rendezvous, self._joined_first_round)
 
@@ -250,9 +268,30 @@ class Pod:
         self.group.exited(self)
         self.world.pod_exited(self.name, code)
 
+    def _refuse_under_torch_handler(self, arrived: float) -> None:
+        window = self.torch_handler_window
+        if window is None or arrived >= window[1]:
+            return
+        since, until = window
+        raise SignalUnderTorchHandler(
+            f"attempt {self.world.attempt}: {self.name}: a SIGTERM at {arrived:g} s, {arrived - since:g} s after its "
+            f"entrypoint had its agent's result, meets torch's SIGTERM handler, which {self.plugin.variant.value} "
+            f"leaves installed until the interpreter finalizes (here until {until:g} s): it raises in whichever "
+            "flytekit statement runs then (measured: a NON_RECOVERABLE SYSTEM error document, exit 1, or nothing), "
+            "which the model does not time",
+            self.world.attempt,
+            self.name,
+            arrived,
+            window,
+        )
+
     def _finish(self, error: Optional[ErrorRecord], outputs: bool = False) -> None:
         """The entrypoint writes and uploads (if anything), then the process exits 0, `exit` later (flytekit's and
         torch's teardown)."""
+        if self.worker_groups and not self.plugin.restores_signal_dispositions:
+            writes = error is not None or outputs
+            until = self.clock.now + (self.timing.upload if writes else 0.0)
+            self.torch_handler_window = (self.clock.now, until + defaults.TORCH_HANDLER_AFTER_ENTRYPOINT_SECONDS)
         if error is None and not outputs:
             # IgnoreOutputs: flytekit 1.16 `_dispatch_execute` returns from its except clause, before the
             # `put_data` that takes `upload`, so nothing is written and no upload time is spent.
@@ -328,15 +367,16 @@ class Pod:
         death = SIGTERM_DEATH_EXIT.get(self.entrypoint)
         if self.state is PodState.STOPPING:
             # The kubelet signals a pod once (`world.Kubelet.terminate`), so this pod is on its way out because its
-            # agent returned. torch installs its SIGTERM handler at the first `PContext.start` and never removes it,
-            # yet a SIGTERM then kills the process (measured: every signal 0.02-0.92 s after outputs.pb landed,
-            # spawn and fork, killed the pod), as CPython restores default dispositions on its way out. The pod
-            # fails; what it already uploaded stays, what it had not is never written. A PID 1 is never killed so:
-            # it goes on its way out.
+            # agent returned. While torch's handler is still installed (upstream and seed-pr leave it until the
+            # interpreter finalizes) the model refuses. After that the signal finds the default disposition: the
+            # process dies of it (measured: every signal 10 ms to 0.92 s after outputs.pb landed, spawn and fork),
+            # whatever it uploaded stays, what it had not is never written. The recoverable plugin puts the default
+            # back as its `_execute` returns. A PID 1 is never killed so: it goes on its way out.
+            self._refuse_under_torch_handler(arrived)
             if death is None:
                 self._log(What.SIGNAL_IGNORED, reason=self._pid_one_ignores("on its way out"))
             elif self.worker_groups:
-                self._exit(death, "killed by SIGTERM after its agent returned: torch's handler outlives it")
+                self._exit(death, "killed by SIGTERM after its agent returned: the default disposition is back")
             else:
                 self._exit(death, "killed by SIGTERM on its way out: no torch handler (no workers ever started)")
             return

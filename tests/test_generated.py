@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, assume, example, given, note, settings
 from hypothesis import strategies as st
 
 from aggregation.operator import PodRecreation, TtlState, UndecidedVerdict
+from aggregation.pods import SignalUnderTorchHandler
 from aggregation.propeller_actor import CreatedInTheSameSecond, DeletedWithinItsSecond
 from aggregation.proto.aggsim.v1 import scenario_pb2
 from aggregation.record import execution_to_proto
@@ -47,14 +48,30 @@ def simulated(message):
         assert ttl.ttl == message.job.ttl_seconds_after_finished, refusal
         assert ttl.last_expiry - ttl.first_expiry == pytest.approx(1) and ttl.first_expiry < refusal.at, refusal
         assert ttl.state_at(refusal.at) is TtlState.UNSETTLED, refusal
+    except SignalUnderTorchHandler as refusal:
+        refused_under_torch_s_handler(message, refusal)
     except UndecidedVerdict:
         # Go's coin: each order the scenario could pin plays on (the order itself is tested on its own); a pinned
         # order may itself meet a moment the model refuses (its job terminal within its first second)
         orders = each_map_order(spec_of(message))
         assert len(orders) >= 2 and all(pins for pins, _ in orders), orders
         refusals = [played for _, played in orders if isinstance(played, ModelRefusal)]
-        assert all(isinstance(refusal, (CreatedInTheSameSecond, DeletedWithinItsSecond)) for refusal in refusals)
+        refused = (CreatedInTheSameSecond, DeletedWithinItsSecond, SignalUnderTorchHandler)
+        assert all(isinstance(refusal, refused) for refusal in refusals)
     assume(False)
+
+
+def refused_under_torch_s_handler(message, refusal: SignalUnderTorchHandler) -> None:
+    """Upstream and seed-pr leave torch's SIGTERM handler installed after the agent returns: the refusal names a pod
+    of such a plugin, hit by a SIGTERM inside the stretch from its agent's result to `TORCH_HANDLER_AFTER_ENTRYPOINT_
+    SECONDS` after its upload (or its result, with nothing to write)."""
+    from aggregation import defaults
+
+    assert message.plugin != scenario_pb2.RECOVERABLE, refusal
+    assert refusal.since <= refusal.arrived < refusal.until, refusal
+    longest_upload = max([message.timings.upload_seconds] + [p.timings.upload_seconds for p in message.pod_timings])
+    upload = max(longest_upload, defaults.UPLOAD_SECONDS)
+    assert refusal.until - refusal.since <= upload + defaults.TORCH_HANDLER_AFTER_ENTRYPOINT_SECONDS + 1e-9, refusal
 
 
 def refused_for_a_re_created_pod(message, refusal: PodRecreation) -> None:
@@ -78,7 +95,7 @@ def refused_for_a_re_created_pod(message, refusal: PodRecreation) -> None:
             event.preemption.pod_deleted = False
     try:
         execution = simulate(spec_of(unmarked))
-    except (PodRecreation, UndecidedVerdict, CreatedInTheSameSecond, DeletedWithinItsSecond):
+    except (PodRecreation, UndecidedVerdict, CreatedInTheSameSecond, DeletedWithinItsSecond, SignalUnderTorchHandler):
         return  # another pod's deletion, Go's map order, or a second no scenario places: nothing to compare with
     code, exited_at = execution.attempts[refusal.attempt].exits[refusal.pod]
     heard = exited_at + message.job.pod_status_seconds

@@ -46,7 +46,8 @@ def sample(seed: int, size: int):
 def _played(play, *args):
     """(the execution record, its verdict key), or (None, the neighbourhood's key for the refusal) where the model
     refuses a point a real run can reach: the operator would re-create a deleted pod (`operator.PodRecreation`), or
-    the job turned terminal in its first second (`propeller_actor.CreatedInTheSameSecond`)."""
+    the job turned terminal in its first second (`propeller_actor.CreatedInTheSameSecond`), or a SIGTERM meets torch's
+    handler after its agent returned (`pods.SignalUnderTorchHandler`)."""
     from aggregation.neighbourhood import refusal_key, verdict_key
     from aggregation.record import execution_to_proto
     from aggregation.scenario import ModelRefusal
@@ -64,7 +65,7 @@ def test_a_seeded_sample_of_generated_scenarios_agrees_with_real_pods_or_is_a_pr
     from conftest import half_written_uploads, leftover_processes, unpredicted_run_evidence
     from google.protobuf import text_format
 
-    from aggregation.neighbourhood import QUICKER_MACHINE, neighbourhood
+    from aggregation.neighbourhood import QUICKER_MACHINE, SIGNAL_UNDER_TORCH_HANDLER, neighbourhood
     from aggregation.record import compare
     from aggregation.simulate import simulate
     from aggregation.strategies import spec_of
@@ -93,7 +94,9 @@ def test_a_seeded_sample_of_generated_scenarios_agrees_with_real_pods_or_is_a_pr
         shape += f" aggregation={spec.error_aggregation}"
         kinds = "/".join(",".join(e.kind for e in events) or "-" for events in spec.attempts)
         if len(outcomes) > 1:
-            ok = real_key in outcomes
+            # a copy whose SIGTERM meets torch's handler after its agent returned (upstream) is refused: there the
+            # real run may end any of the measured ways (`pods.SignalUnderTorchHandler`), so any verdict is possible
+            ok = real_key in outcomes or SIGNAL_UNDER_TORCH_HANDLER in outcomes
             line = f"sample-{index} {shape} [{kinds}]: race ({len(outcomes)} verdicts), real one predicted: {ok}"
         elif simulated is None or real is None:
             ok = simulated_key == real_key

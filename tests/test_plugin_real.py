@@ -184,6 +184,73 @@ def test_worker_value_error_stays_non_recoverable_with_the_workers_stamp(tmp_pat
     assert list(machine_tmp.iterdir()) == []
 
 
+def model_after_outputs(variant: str, entrypoint: str, after: float):
+    """What the simulator's pod model says of a one-pod job whose SIGTERM comes `after` s after its outputs.pb
+    landed: (the pod's exit code, the job's condition, the files uploaded)."""
+    from aggregation.scenario import parse_scenario
+    from aggregation.simulate import simulate
+
+    def attempt(signal: str):
+        spec = parse_scenario(
+            f'plugin: {variant.upper()} job {{ pods: "train-worker-0" nproc_per_node: 1 }} '
+            f"task {{ retries: 0 training_seconds: 100 outputs_declared: true entrypoint: {entrypoint} }} "
+            f"attempts {{ events {{ at_seconds: 30 completion {{}} }} {signal} }}"
+        )
+        return simulate(spec).attempts[0]
+
+    [landed] = [u.at for u in attempt("").uploads if u.name == "outputs.pb"]
+    signalled = attempt(f'events {{ at_seconds: {landed + after!r} pod: "train-worker-0" preemption {{}} }}')
+    return signalled.exits["train-worker-0"][0], signalled.job_condition, [u.name for u in signalled.uploads]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "variant, entrypoint, exit_code",
+    [
+        ("upstream", "FAST_EXECUTE", 241),
+        ("upstream", "INIT_THEN_EXECUTE", 143),
+        ("upstream", "EXECUTE", 0),
+        ("recoverable", "EXECUTE", 0),
+    ],
+)
+def test_a_sigterm_after_the_outputs_landed_kills_the_pod_unless_its_pid_1_drops_it(
+    tmp_path, variant, entrypoint, exit_code
+):
+    """After the upload the interpreter finalizes (CPython `_PySignal_Fini`), and a SIGTERM finds the default
+    disposition: pyflyte-fast-execute forwards it and exits 241 (flytekit `entrypoint.py` `fast_execute_task_cmd`),
+    tini exits 143, and pyflyte-execute as its container's PID 1 is not killed (kernel `sig_task_ignored`): it exits
+    0 with its outputs, so the job Succeeds. The signal comes 0.1 s after outputs.pb lands, past the stretch where
+    upstream's torch handler may still raise (the model refuses 30 ms), well before the pod exits (0.6-0.8 s)."""
+    from aggregation.kinds import Entrypoint
+    from localjob.pod import LocalPod, PodSpec
+
+    after = 0.1
+    prefix = tmp_path / "outputs"
+    spec = PodSpec(
+        name="train-worker-0",
+        task_args=tuple(workload(variant, "spawn", "1", 1).loader_args()),
+        output_prefix=prefix,
+        extra_env={"AGGSIM_TRAIN_SECONDS": "1"},
+        entrypoint=Entrypoint[entrypoint],
+        job_pods=("train-worker-0",),
+    )
+    with LocalPod(spec, tmp_path / "work") as pod:
+        deadline = time.monotonic() + POD_TIMEOUT
+        while not (prefix / "outputs.pb").exists():
+            assert pod.returncode is None, f"the pod exited {pod.returncode} with no outputs:\n{pod.log()[-3000:]}"
+            assert time.monotonic() < deadline, "no outputs.pb"
+            time.sleep(0.002)
+        time.sleep(after)
+        assert pod.returncode is None, "the pod exited before the signal: this run proves nothing"
+        pod.send_signal(signal.SIGTERM)
+        code = pod.wait(timeout=POD_TIMEOUT)
+    assert_reaped(pod)
+    assert (code, uploaded_files(prefix)) == (exit_code, ["outputs.pb"]), pod.log()[-3000:]
+    model_exit, job, uploads = model_after_outputs(variant, entrypoint, after)
+    assert (model_exit, uploads) == (exit_code, ["outputs.pb"])
+    assert job == ("Succeeded" if exit_code == 0 else "Failed")
+
+
 @pytest.mark.parametrize("variant", ["upstream", "recoverable"])
 def test_signal_during_first_rendezvous(tmp_path, variant):
     """Before `PContext.start` torch has no handler: upstream dies by SIGTERM; ours writes a recoverable error."""

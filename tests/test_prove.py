@@ -163,8 +163,14 @@ def test_seed_pr_s_retry_over_a_sibling_s_error_needs_a_cleanup_before_the_survi
     for path in retried:
         assert not _can(solver, path, latency > window), path.witness  # at the very instant, the SIGTERM comes first
     late = [p for p in proof.paths if not _can(solver, p, latency <= window)]
-    assert late and {p.behaviour.final_phase for p in late} == {"FAILED_PERMANENTLY"}
-    assert {p.holds for p in late} == {True, False}  # the genuine error wins on some, the collateral on others
+    # a SIGTERM while the survivor writes its report meets torch's handler, which the seed PR leaves installed:
+    # refused (`pods.SignalUnderTorchHandler`); on every other late path the survivor's collateral report, written
+    # last, is the error.pb propeller reads, and the node fails for good
+    played = [p for p in late if p.behaviour.final_phase != "REFUSED"]
+    assert played and {p.behaviour.final_phase for p in played} == {"FAILED_PERMANENTLY"}
+    assert {p.holds for p in played} == {False}
+    refused = [p for p in late if p.behaviour.final_phase == "REFUSED"]
+    assert refused and all("torch's handler outlives its agent" in str(p.behaviour) for p in refused)
 
 
 @pytest.mark.parametrize("aggregation", [True, False])
@@ -1119,9 +1125,11 @@ def test_cli_a_deployments_aggregation_setting_decides_unless_the_flag_overrides
         result = _aggsim("prove", scenario, "--claim", claim, "--plugin", "seed-pr", "--json", *box, *extra)
         return result.returncode, json.loads(result.stdout)["verdict"] if result.stdout else result.stderr
 
-    assert verdict() == (0, "PROVED")  # the scenario's own setting: aggregation on
+    # aggregation on: no counterexample, but a cleanup's SIGTERM meeting torch's handler (which the seed PR leaves
+    # installed) while a pod writes its report is refused (`pods.SignalUnderTorchHandler`), so not proved either
+    assert verdict() == (3, "UNKNOWN")  # the scenario's own setting: aggregation on
     assert verdict("--propeller-config", str(off)) == (1, "COUNTEREXAMPLE")
-    assert verdict("--propeller-config", str(off), "--aggregation") == (0, "PROVED")  # the flag wins
+    assert verdict("--propeller-config", str(off), "--aggregation") == (3, "UNKNOWN")  # the flag wins
 
 
 def test_the_readme_table_is_what_prove_answers_today() -> None:
