@@ -80,3 +80,10 @@ def decimal_text(value: Fraction) -> str:
     whole, fraction = divmod(abs(value.numerator) * 10**places // value.denominator, 10**places)
     sign = "-" if value < 0 else ""
     return f"{sign}{whole}" + (f".{fraction:0{places}d}" if places else "")
+
+
+def instant_text(moment) -> str:
+    """A moment (seconds) as the model's clock holds it, to the nanosecond and no further: 31.3300001, 29.3, 5. For
+    messages (a prover's number formats as its value, deciding nothing); `:g` would print 31.3300001 as 31.33."""
+    text = format(moment, ".9f").rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text

@@ -58,7 +58,7 @@ from typing import Callable, Optional
 
 from aggregation.engine import LATE, Clock, Scheduled, cancel
 from aggregation.kinds import CleanPodPolicy, JobCondition, ReplicaMapOrder, RunPolicyLimit
-from aggregation.nanoseconds import on_the_clock
+from aggregation.nanoseconds import instant_text, on_the_clock
 from aggregation.scenario import ModelRefusal
 
 #: the job kind in the operator's condition reasons (`util.NewReason(kind, reason)`)
@@ -320,8 +320,8 @@ class TrainingOperator:
             return
         marked, heard, exit_code = self.deleting[pod], self._heard_at[pod], self.exited[pod]
         why = (
-            f"finds the job finished while pod {pod} is deleted (at {marked:g} s) and exited (exit {exit_code}, heard "
-            f"at {heard:g} s)"
+            f"finds the job finished while pod {pod} is deleted (at {instant_text(marked)} s) and exited (exit "
+            f"{exit_code}, heard at {instant_text(heard)} s)"
         )
         later = (
             "the reconcile its removal wakes may read the job before its finished status is back in the operator's "
@@ -472,8 +472,8 @@ class TrainingOperator:
             if self.map_order is None:
                 listing = "" if self.listed else f"list attempt {self.attempt} in the scenario and "
                 raise UndecidedVerdict(
-                    f"the operator's verdict at {self.clock.now:g} s is Go's random map order: master {self.master} "
-                    f"succeeded and worker {failed[0]} failed in the same reconcile; {listing}set "
+                    f"the operator's verdict at {instant_text(self.clock.now)} s is Go's random map order: master "
+                    f"{self.master} succeeded and worker {failed[0]} failed in the same reconcile; {listing}set "
                     f"{map_order_field(self.attempt)} to MASTER_FIRST or WORKER_FIRST to see either",
                     self.attempt,
                     self.listed,
@@ -500,9 +500,15 @@ class TrainingOperator:
         Neither meets a pod that was running when its mark was read: that reconcile fails the job."""
         exit_code, heard, marked = self.exited[pod], self._heard_at[pod], self.deleting[pod]
         if counted:
-            why = f"counts pod {pod} deleted (at {marked:g} s) and exited (exit {exit_code}), and the job runs on"
+            why = (
+                f"counts pod {pod} deleted (at {instant_text(marked)} s) and exited (exit {exit_code}), and the job "
+                "runs on"
+            )
         else:
-            why = f"reads pod {pod} deleted (at {marked:g} s) and exited (exit {exit_code}, heard at {heard:g} s)"
+            why = (
+                f"reads pod {pod} deleted (at {instant_text(marked)} s) and exited (exit {exit_code}, heard at "
+                f"{instant_text(heard)} s)"
+            )
         self._raise_pod_recreation(pod, why, counted)
 
     def _raise_pod_recreation(self, pod: str, why: str, counted: bool, later: str = "") -> None:
@@ -510,7 +516,7 @@ class TrainingOperator:
         meets the empty slot (the one that meets it, by default)."""
         now, exit_code, heard, marked = self.clock.now, self.exited[pod], self._heard_at[pod], self.deleting[pod]
         raise PodRecreation(
-            f"the operator's reconcile at {now:g} s {why}: the kubelet removes such a pod, and {later}"
+            f"the operator's reconcile at {instant_text(now)} s {why}: the kubelet removes such a pod, and {later}"
             "training-operator v1.8.0 then creates a new one in its slot (ReconcilePods -> createNewPod), which the "
             "model does not play",
             self.attempt,
@@ -644,7 +650,7 @@ class TrainingOperator:
         if ttl is None or self.job_deleted:
             return
         expires = on_the_clock(completion + ttl)
-        why = f"RunPolicy.TTLSecondsAfterFinished {ttl} s after its CompletionTime {completion:g} s"
+        why = f"RunPolicy.TTLSecondsAfterFinished {ttl} s after its CompletionTime {instant_text(completion)} s"
         if self.clock.now >= expires:
             # `currentTime.After(expireTime)`: a reconcile's time.Now() is a little past the moment the model places it
             self._delete_job(f"{why}: expired by this reconcile")

@@ -31,6 +31,7 @@ from aggregation.nanoseconds import (
     PER_SECOND,
     ROUNDING_NS,
     exact,
+    instant_text,
     on_the_clock,
     whole_nanoseconds,
 )
@@ -274,10 +275,11 @@ class Pod:
             return
         since, until = window
         raise SignalUnderTorchHandler(
-            f"attempt {self.world.attempt}: {self.name}: a SIGTERM at {arrived:g} s, {arrived - since:g} s after its "
-            f"entrypoint had its agent's result, meets torch's SIGTERM handler, which {self.plugin.variant.value} "
-            f"leaves installed until the interpreter finalizes (here until {until:g} s): it raises in whichever "
-            "flytekit statement runs then (measured: a NON_RECOVERABLE SYSTEM error document, exit 1, or nothing), "
+            f"attempt {self.world.attempt}: {self.name}: a SIGTERM at {instant_text(arrived)} s, "
+            f"{instant_text(arrived - since)} s after its entrypoint had its agent's result, meets torch's SIGTERM "
+            f"handler, which {self.plugin.variant.value} leaves installed until the interpreter finalizes (here until "
+            f"{instant_text(until)} s): it raises in whichever flytekit statement runs then (measured: a "
+            "NON_RECOVERABLE SYSTEM error document, exit 1, or nothing), "
             "which the model does not time",
             self.world.attempt,
             self.name,

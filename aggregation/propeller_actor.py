@@ -37,7 +37,7 @@ from typing import Callable, Optional
 from aggregation.engine import LAST, Clock
 from aggregation.explain import DynamicTaskPrefix, explain_store
 from aggregation.kinds import JobCondition
-from aggregation.nanoseconds import on_the_clock
+from aggregation.nanoseconds import instant_text, on_the_clock
 from aggregation.operator import TtlDeletion, TtlState
 from aggregation.pods import Upload
 from aggregation.propeller import (
@@ -94,8 +94,8 @@ class CreatedInTheSameSecond(ModelRefusal):
 
     def __init__(self, attempt: int, condition: JobCondition, at) -> None:
         super().__init__(
-            f"attempt {attempt}'s job turned {condition.value} at {at:g} s, less than a second after its start: "
-            "whether that condition shares a whole second with the job's Created condition (flyteplugins "
+            f"attempt {attempt}'s job turned {condition.value} at {instant_text(at)} s, less than a second after its "
+            "start: whether that condition shares a whole second with the job's Created condition (flyteplugins "
             "ExtractCurrentCondition then reads Created, and the task stays Queued) depends on where in its second the "
             "job was created, which the model does not fix"
         )
@@ -113,11 +113,11 @@ class DeletedWithinItsSecond(ModelRefusal):
 
     def __init__(self, attempt: int, ttl: TtlDeletion, at) -> None:
         super().__init__(
-            f"attempt {attempt}'s job finished at {ttl.completed_at:g} s and its {ttl.ttl} s TTL expires after "
-            f"{ttl.first_expiry:g} s and by {ttl.last_expiry:g} s, by where in its second the job was created "
-            "(training-operator CleanupJob reads the CompletionTime back in whole seconds), which the model does not "
-            f"fix; the first reconcile after the expiry deletes it: propeller's round at {at:g} s may or may not find "
-            "the job"
+            f"attempt {attempt}'s job finished at {instant_text(ttl.completed_at)} s and its {ttl.ttl} s TTL expires "
+            f"after {instant_text(ttl.first_expiry)} s and by {instant_text(ttl.last_expiry)} s, by where in its "
+            "second the job was created (training-operator CleanupJob reads the CompletionTime back in whole seconds), "
+            "which the model does not fix; the first reconcile after the expiry deletes it: propeller's round at "
+            f"{instant_text(at)} s may or may not find the job"
         )
         self.attempt = attempt
         self.ttl = ttl

@@ -705,6 +705,13 @@ def test_simulate_refuses_a_pod_deletion_read_after_the_pod_s_exit_in_one_line(t
     busy.write_text(text.replace("job {", "job { reconcile_seconds: 0.7", 1))
     attempt = simulate(parse_scenario(busy.read_text(), str(busy), "upstream")).attempts[0]
     assert (attempt.job_condition, attempt.job_terminal_at) == ("Failed", pytest.approx(31.3))
+    # instants are printed to the nanosecond: a reconcile 100 ns after the exit is heard does not read as at it
+    busy.write_text(text.replace("job {", "job { reconcile_seconds: 0.7300001", 1))
+    result = subprocess.run([AGGSIM, "simulate", str(busy), "--plugin", "upstream"], capture_output=True, text=True)
+    assert (
+        "reconcile at 31.3300001 s reads pod train-worker-1 deleted (at 30.6 s) and exited (exit 0, heard at "
+        "31.33 s)" in result.stderr
+    ), result.stderr
 
 
 @pytest.mark.parametrize("order", [None, *ReplicaMapOrder])
