@@ -90,8 +90,8 @@ EXIT_SECONDS = 0.7
 # into outputs wrote a NON_RECOVERABLE SYSTEM error document instead (exit 0); during the upload, exit 1 (outputs.pb
 # landed all the same); 0-5 ms after outputs.pb landed it was raised into an atexit callback and ignored (exit 0);
 # 10 ms and later it killed the process. Finalization began 7-10 ms after the upload. The model does not time those
-# statements: it refuses a SIGTERM from the agent's return until this long after the entrypoint's upload (or its
-# return with nothing to write), three times the longest measured.
+# statements: it refuses a SIGTERM from the agent's return until this long after the entrypoint's upload, three times
+# the longest measured, or after its return with nothing to write (IgnoreOutputs: not measured apart; the same bound).
 TORCH_HANDLER_AFTER_ENTRYPOINT_SECONDS = 0.03
 PEER_FAILURE_SECONDS = 0.05  # a peer's signal -> the survivor's "Connection reset by peer"
 TRAINING_SECONDS = 60.0

@@ -85,5 +85,7 @@ def decimal_text(value: Fraction) -> str:
 def instant_text(moment) -> str:
     """A moment (seconds) as the model's clock holds it, to the nanosecond and no further: 31.3300001, 29.3, 5. For
     messages (a prover's number formats as its value, deciding nothing); `:g` would print 31.3300001 as 31.33."""
+    if moment.__class__ is float and not -FLOAT_HOLDS_NANOSECONDS < moment < FLOAT_HOLDS_NANOSECONDS:
+        return repr(moment)  # a float this large holds no nanoseconds: its own shortest digits
     text = format(moment, ".9f").rstrip("0").rstrip(".")
     return "0" if text == "-0" else text

@@ -292,8 +292,10 @@ class Pod:
         torch's teardown)."""
         if self.worker_groups and not self.plugin.restores_signal_dispositions:
             writes = error is not None or outputs
-            until = self.clock.now + (self.timing.upload if writes else 0.0)
-            self.torch_handler_window = (self.clock.now, until + defaults.TORCH_HANDLER_AFTER_ENTRYPOINT_SECONDS)
+            done = self.clock.now + (self.timing.upload if writes else 0.0)
+            # on the nanosecond, as every moment the clock holds: simulate and prove must split here alike
+            until = on_the_clock(done + defaults.TORCH_HANDLER_AFTER_ENTRYPOINT_SECONDS)
+            self.torch_handler_window = (self.clock.now, until)
         if error is None and not outputs:
             # IgnoreOutputs: flytekit 1.16 `_dispatch_execute` returns from its except clause, before the
             # `put_data` that takes `upload`, so nothing is written and no upload time is spent.
