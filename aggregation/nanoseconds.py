@@ -22,11 +22,16 @@ PER_SECOND = 10**9
 FLOAT_HOLDS_NANOSECONDS = 2.0**22
 
 
+def _float_with_nanoseconds(moment) -> bool:
+    """Whether `moment` is a float that holds every nanosecond (a symbolic number or an int is not a float)."""
+    return moment.__class__ is float and -FLOAT_HOLDS_NANOSECONDS < moment < FLOAT_HOLDS_NANOSECONDS
+
+
 def on_the_clock(moment):
     """`moment` (seconds, a float) rounded to the nanosecond. Exact: `moment * 1e9` is within a small fraction of a
     nanosecond of the true product below `FLOAT_HOLDS_NANOSECONDS`, and dividing the rounded whole number by 1e9 is
     correctly rounded. A symbolic number (`aggsim prove`) is exact already and passes through, as do ints."""
-    if moment.__class__ is float and -FLOAT_HOLDS_NANOSECONDS < moment < FLOAT_HOLDS_NANOSECONDS:
+    if _float_with_nanoseconds(moment):
         return round(moment * 1e9) / 1e9
     return moment
 
@@ -85,7 +90,7 @@ def decimal_text(value: Fraction) -> str:
 def instant_text(moment) -> str:
     """A moment (seconds) as the model's clock holds it, to the nanosecond and no further: 31.3300001, 29.3, 5. For
     messages (a prover's number formats as its value, deciding nothing); `:g` would print 31.3300001 as 31.33."""
-    if moment.__class__ is float and not -FLOAT_HOLDS_NANOSECONDS < moment < FLOAT_HOLDS_NANOSECONDS:
+    if moment.__class__ is float and not _float_with_nanoseconds(moment):
         return repr(moment)  # a float this large holds no nanoseconds: its own shortest digits
     text = format(moment, ".9f").rstrip("0").rstrip(".")
     return "0" if text == "-0" else text

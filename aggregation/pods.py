@@ -171,11 +171,8 @@ def read_container_error(content: bytes) -> Optional[errors_pb2.ContainerError]:
 
 class SignalUnderTorchHandler(ModelRefusal):
     """A SIGTERM reaches a pod whose agent has returned while torch's SIGTERM handler is still installed: upstream's
-    plugin and the seed PR leave it in place until the interpreter finalizes (`defaults.TORCH_HANDLER_AFTER_ENTRYPOINT_
-    SECONDS`). torch's `_terminate_process_handler` then raises `SignalException` in whatever flytekit statement runs,
-    and that decides the outcome: measured, a NON_RECOVERABLE SYSTEM error document instead of the outputs (the value
-    being converted), exit 1 (the upload under way), or nothing (an atexit callback). The model does not time those
-    statements, so it refuses the point."""
+    plugin and the seed PR leave it in place until the interpreter finalizes, and the flytekit statement it raises in
+    decides the outcome, which the model does not time (measured: `defaults.TORCH_HANDLER_AFTER_ENTRYPOINT_SECONDS`)."""
 
     def __init__(self, message: str, attempt: int, pod: str, arrived, window: tuple) -> None:
         super().__init__(message)

@@ -2212,7 +2212,7 @@ def test_a_sigterm_while_torch_s_handler_outlives_the_agent_is_refused(plugin):
     cases = [
         (completion, "", "a", 32.5, 32.55 + bound),
         (completion, "", "b", 32.5, 32.5 + bound),
-        (failed, "", "a", report.at - 0.05, report.at + bound),  # the report's upload takes 0.05 s
+        (failed, "", "a", report.at - defaults.UPLOAD_SECONDS, report.at + bound),
         # on the nanosecond, as prove reads it: as floats 32.5 + 0.7 + 0.03 is 33.230000000000004
         (completion, slow, "a", 32.5, 33.23),
     ]
