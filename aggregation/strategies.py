@@ -147,10 +147,8 @@ def scenarios(
     task.interruptible = draw(st.booleans())
     # real attempts without a completion train that long on the wall clock: keep a playable sample quick
     task.training_seconds = draw(_seconds(20.0, 40.0 if playable else 120.0))
-    # the container's PID 1 (the default, pyflyte-fast-execute, for real pods: the others' late signals are not yet
-    # measured on real pods after the agent returned)
-    if not playable:
-        task.entrypoint = draw(st.sampled_from([pb.FAST_EXECUTE, pb.EXECUTE, pb.INIT_THEN_EXECUTE]))
+    # the container's PID 1: real pods play each (`localjob.container.entrypoint_command`)
+    task.entrypoint = draw(st.sampled_from([pb.FAST_EXECUTE, pb.EXECUTE, pb.INIT_THEN_EXECUTE]))
 
     # the RunPolicy's limits, now and then: a deadline within the attempt's span, a backoff limit (which never acts
     # with RestartPolicy Never: a negative one, which fails the job as it is created, the model refuses)

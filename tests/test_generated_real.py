@@ -91,7 +91,7 @@ def test_a_seeded_sample_of_generated_scenarios_agrees_with_real_pods_or_is_a_pr
         leftovers = leftover_processes(run_directory)
         half_written = half_written_uploads(real) if real is not None else []
         shape = f"{len(spec.pods)}x{spec.nproc_per_node}{'' if spec.elastic else ' with a master'} {spec.plugin.value}"
-        shape += f" aggregation={spec.error_aggregation}"
+        shape += f" aggregation={spec.error_aggregation} pid1={spec.entrypoint.value}"
         kinds = "/".join(",".join(e.kind for e in events) or "-" for events in spec.attempts)
         if len(outcomes) > 1:
             # a copy whose SIGTERM meets torch's handler after its agent returned (upstream) is refused: there the

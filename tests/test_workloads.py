@@ -3,6 +3,8 @@ not picked from a list of declared tasks; and a failed run names its first worke
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from conftest import SCENARIOS, conforming_local_run
 from hypothesis import HealthCheck, given, settings
@@ -191,3 +193,37 @@ def test_a_worker_acts_on_the_commands_it_reads_together_in_the_order_they_happe
     assert due([checkpoint, error], 1) == ([error], 2, False)
     assert due([checkpoint, finish, error], 1) == ([], 2, True)
     assert due([checkpoint], 1) == ([], 1, False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_every_generated_playable_scenario_is_one_run_local_plays(data):
+    """`aggregation.strategies.scenarios(playable=True)` (the seeded real sample's source) keeps to what
+    `localjob.runner.check_playable` accepts, whichever of the container's PID 1s it draws; a machine without a
+    system package a PID 1 needs is told which. (Where the model refuses the point itself, a refusal a real run can
+    meet, run-local says so and the sample reports it as refused.)"""
+    from aggregation.neighbourhood import refusal_key
+    from aggregation.scenario import ModelRefusal
+    from aggregation.strategies import scenarios, spec_of
+    from localjob.runner import Unplayable, check_playable
+
+    spec = spec_of(data.draw(scenarios(playable=True)))
+    try:
+        check_playable(spec)
+    except Unplayable as e:
+        assert "tini" in str(e) and shutil.which("tini") is None, str(e)
+    except ModelRefusal as refusal:
+        assert refusal_key(refusal) is not None, str(refusal)
+
+
+@pytest.mark.parametrize("entrypoint", ["FAST_EXECUTE", "EXECUTE", "INIT_THEN_EXECUTE"])
+def test_the_generated_real_sample_may_run_each_pid_1(entrypoint):
+    """Real pods play each entrypoint (`localjob.container.entrypoint_command`), and what a late SIGTERM does
+    depends on it (`pods.Pod.sigterm`): the playable generator draws all three."""
+    from hypothesis import find
+
+    from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
+    from aggregation.strategies import scenarios
+
+    wanted = pb.Entrypoint.Value(entrypoint)
+    assert find(scenarios(playable=True), lambda message: message.task.entrypoint == wanted).task.entrypoint == wanted
