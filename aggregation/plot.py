@@ -102,6 +102,50 @@ def _why_unread(attempt: pb.AttemptRecord) -> str:
     return "not read: propeller read no file"
 
 
+#: a lane's label longer than this squeezes the panels (constrained layout gives the labels the width they ask)
+LANE_LABEL_CHARACTERS = 24
+
+
+def lane_labels(pods: list[str]) -> tuple[str, list[str]]:
+    """(what the pods' names share, each lane's label): a job's pods are named alike (a Flyte execution's pods share
+    a long generated prefix), so a shared prefix up to a `-` or `.` is said once, in the first panel's title, and a
+    name still too long keeps its start and end. Labels stay distinct: where shortening would merge two, names stay
+    whole."""
+    names = [plain(p) for p in pods]
+    prefix = ""
+    if len(names) > 1 and max(map(len, names)) > LANE_LABEL_CHARACTERS:
+        shared = names[0][: min(map(len, names))]
+        for name in names[1:]:
+            while not name.startswith(shared):
+                shared = shared[:-1]
+        # the shared part's last word stays on each lane ("…worker-0", not "…0")
+        words = [i for i, c in enumerate(shared) if c in "-."]
+        cut = words[-2] + 1 if len(words) > 1 else 0
+        prefix = shared[:cut] if all(len(n) > cut for n in names) else ""
+    labels = [n[len(prefix) :] for n in names]
+    keep = LANE_LABEL_CHARACTERS // 2 - 1
+    short = [f"{n[:keep]}…{n[-keep:]}" if len(n) > LANE_LABEL_CHARACTERS else n for n in labels]
+    if len(set(short)) == len(short):
+        labels = short
+    return prefix, [("…" + label if prefix else label) for label in labels]
+
+
+def _side_label(ax, x: float, y: float, text: str, color: str, rise: float = 0, fontsize: float = 8) -> None:
+    """`text` beside the mark at (`x`, `y`), `rise` points above it: on its right, or on its left where the mark is
+    in the panel's right third, so a label never runs out of its panel. Call it once the panel's data are drawn."""
+    low, high = ax.get_xlim()
+    right_side = x > low + (high - low) * 2 / 3
+    ax.annotate(
+        text,
+        (x, y),
+        textcoords="offset points",
+        xytext=(-4 if right_side else 4, rise),
+        ha="right" if right_side else "left",
+        color=color,
+        fontsize=fontsize,
+    )
+
+
 def timeline_figure(execution, title: str = "") -> Figure:
     """One panel per attempt, one lane per pod: signals, failures, uploads (the winner ringed in gold),
     exits, the job turning terminal and propeller's observing round."""
@@ -112,9 +156,11 @@ def timeline_figure(execution, title: str = "") -> Figure:
         | {e.pod for a in attempts for e in a.timeline if e.pod not in ("operator", "propeller", "job", "blob store")}
     )
     lane = {pod: i for i, pod in enumerate(pods)}
+    prefix, lanes = lane_labels(pods)
     fig = Figure(figsize=(10, 1.1 + 1.0 * len(pods) * len(attempts) + 0.9), layout="constrained")
     axes = fig.subplots(len(attempts), 1, squeeze=False)
     for ax, attempt in zip(axes[:, 0], attempts):
+        marks = []  # (x, y, text, colour, rise, font size)
         for entry in attempt.timeline:
             kind = _kind(entry)
             if kind and entry.pod in lane:
@@ -143,42 +189,33 @@ def timeline_figure(execution, title: str = "") -> Figure:
                 ax.plot(
                     [stamped, file.uploaded_at], [y - 0.18, y - 0.18], color="royalblue", linestyle=":", linewidth=1
                 )
-                ax.annotate(
-                    f"stamped {stamped:.2f}",
-                    (stamped, y - 0.18),
-                    textcoords="offset points",
-                    xytext=(0, -11),
-                    fontsize=7,
-                    color="royalblue",
-                )
+                marks.append((stamped, y - 0.18, f"stamped {stamped:.2f}", "royalblue", -11, 7))
         for pod in attempt.pods:
             if pod.pod in lane:
                 ax.scatter(
                     pod.exited_at, lane[pod.pod], zorder=2, **{k: v for k, v in MARKERS["exit"].items() if k != "label"}
                 )
-                ax.annotate(
-                    f"exit {pod.exit_code}",
-                    (pod.exited_at, lane[pod.pod]),
-                    textcoords="offset points",
-                    xytext=(4, 8),
-                    fontsize=8,
-                    color="dimgray",
-                )
+                marks.append((pod.exited_at, lane[pod.pod], f"exit {pod.exit_code}", "dimgray", 8, 8))
         # the condition the operator set then (the attempt's own records what propeller found: "Deleted", say); a job
         # that never turned terminal has no such moment to draw
         terminal = next((e.condition for e in attempt.timeline if e.kind == "job_terminal"), None)
         if terminal is not None:
             ax.axvline(attempt.job_terminal_at, color="purple", linestyle="--", linewidth=1)
-            ax.text(attempt.job_terminal_at, len(pods) - 0.35, f" job {plain(terminal)}", color="purple", fontsize=8)
         says = _propeller_says(attempt)
         if says is not None:  # an attempt propeller never decided has no observing round to draw
             ax.axvline(attempt.observed_at, color="green", linewidth=1.5)
-            ax.text(attempt.observed_at, -0.65, says, color="green", fontsize=8)
-        ax.set_yticks(range(len(pods)), [plain(p) for p in pods])
+        if terminal is not None:
+            marks.append((attempt.job_terminal_at, len(pods) - 0.35, f"job {plain(terminal)}", "purple", 0, 8))
+        if says is not None:
+            marks.append((attempt.observed_at, -0.65, says, "green", 0, 8))
+        for mark in marks:  # once the panel's span is known: each goes to the side of its mark with room
+            _side_label(ax, *mark)
+        ax.set_yticks(range(len(pods)), lanes)
         ax.set_ylim(-0.9, len(pods) - 0.1)
         ax.set_title(
             f"attempt {attempt.attempt}"
-            + (f" (resumes from {attempt.resumed_from_checkpoint})" if attempt.resumed_from_checkpoint else ""),
+            + (f" (resumes from {attempt.resumed_from_checkpoint})" if attempt.resumed_from_checkpoint else "")
+            + (f"; pods {prefix}…" if prefix and ax is axes[0, 0] else ""),
             fontsize=10,
             loc="left",
         )

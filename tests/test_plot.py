@@ -10,7 +10,7 @@ pytest.importorskip("matplotlib")
 from conftest import AGGSIM, SCENARIOS  # noqa: E402
 
 from aggregation.explore import Variation, sweep  # noqa: E402
-from aggregation.scenario import load_scenario, read_scenario  # noqa: E402
+from aggregation.scenario import load_scenario, parse_scenario, read_scenario  # noqa: E402
 from aggregation.simulate import simulate  # noqa: E402
 
 
@@ -176,3 +176,42 @@ def test_a_file_that_lands_after_the_read_is_said_to():
     texts, legend = _labels(timeline_figure(simulate(spec)))
     assert "propeller reads the files -> SUCCEED" in texts
     assert "uploaded after the read" in legend
+
+
+def test_a_job_whose_pods_share_a_long_name_gets_short_distinct_lanes_and_the_shared_part_once():
+    """A Flyte execution's pods share a long generated prefix; spelled on every lane it squeezed the panels."""
+    from aggregation.plot import LANE_LABEL_CHARACTERS, lane_labels, timeline_figure
+
+    prefix = "f3a9c1e0b7d24-n0-0-master-0-ab12cd-pytorchjob-"
+    text = (SCENARIOS / "sibling_user_error_cleanup.textproto").read_text().replace("train-worker-", f"{prefix}worker-")
+    figure = timeline_figure(simulate(parse_scenario(text)))
+    lanes = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+    assert lanes == ["…worker-0", "…worker-1"]
+    assert f"pods {prefix}…" in figure.axes[0].get_title(loc="left")
+    # short names stay whole; a name still too long keeps its ends; shortening never merges two lanes
+    assert lane_labels(["train-worker-0", "train-worker-1"]) == ("", ["train-worker-0", "train-worker-1"])
+    _, [label] = lane_labels(["a" * 30 + "-tail"])
+    assert len(label) <= LANE_LABEL_CHARACTERS and label.startswith("aaa") and label.endswith("tail")
+    twins = ["x" * 12 + "1" + "y" * 20, "x" * 12 + "2" + "y" * 20]
+    assert len(set(lane_labels(twins)[1])) == 2
+
+
+@pytest.mark.parametrize("scenario", ["sibling_user_error_cleanup", "auto_resume_two_attempts", "three_failures_4x2"])
+def test_the_labels_of_lines_and_marks_stay_inside_their_panel(scenario):
+    """Propeller's round comes last, at the panel's right edge, and a pod's exit may: their labels go to the left
+    there."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from aggregation.plot import timeline_figure
+
+    figure = timeline_figure(simulate(load_scenario(str(SCENARIOS / f"{scenario}.textproto"))))
+
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw(renderer)
+    for ax in figure.axes:
+        panel = ax.get_window_extent(renderer)
+        labels = list(ax.texts)
+        assert labels
+        for label in labels:
+            extent = label.get_window_extent(renderer)
+            assert panel.x0 <= extent.x0 and extent.x1 <= panel.x1, label.get_text()
