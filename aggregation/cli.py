@@ -530,7 +530,8 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
             nothing = "no error file read: the HEAD of futures.pb before the reader failed"
         console.print(literal(f"{explanation.location}: {nothing} ({read.strategy} strategy)"))
     if explanation.not_read:
-        console.print(literal(explanation.not_read_note))
+        hint = " (try --strategy earliest)" if explanation.per_worker_files_not_read else ""
+        console.print(literal(explanation.not_read_note + hint))
     if read.round_error:
         console.print(Text.assemble(("round error", "bold red"), ": ", literal(read.round_error)))
     else:

@@ -101,12 +101,15 @@ class Explanation:
         if self.read.strategy == EARLIEST:
             return "the earliest reader keeps only keys ending in .pb"
         why = f"the default reader reads only {CANONICAL_ERROR_FILE}"
-        if any(is_per_worker_file(key) for key in self.not_read):
-            why += (
-                "; pods name their files error-<uuid>.pb only when propeller runs with aggregation on "
-                "(try --strategy earliest)"
-            )
+        if self.per_worker_files_not_read:
+            why += "; pods name their files error-<uuid>.pb only when propeller runs with aggregation on"
         return why
+
+    @property
+    def per_worker_files_not_read(self) -> bool:
+        """The default reader left per-worker files (`error-<uuid>.pb`) alone: the pods ran for a propeller with
+        aggregation on, whose earliest reader would read them (each front end says how to ask for it)."""
+        return self.read.strategy != EARLIEST and any(is_per_worker_file(key) for key in self.not_read)
 
     @property
     def not_read_note(self) -> Optional[str]:

@@ -202,7 +202,8 @@ def explain_candidates(explanation: Explanation) -> str:
                 f"worker={printable(error.worker) or '-'}"
             )
     if explanation.not_read:
-        lines.append(printable(explanation.not_read_note))
+        hint = " (strategy='earliest' reads them)" if explanation.per_worker_files_not_read else ""
+        lines.append(printable(explanation.not_read_note) + hint)
     if explanation.read.round_error:
         lines.append(f"round error: {printable(explanation.read.round_error)}")
     decision = explanation.decision

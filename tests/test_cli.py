@@ -97,6 +97,8 @@ def test_explain_names_the_error_files_its_reader_never_reads(prefix):
         in " ".join(text.output.split())
     )
     assert "error-0.pb, error-1.pb, error-2.pb, error-3.pb, error-4.pb and 2 more" in " ".join(text.output.split())
+    assert "and 2 more (try --strategy earliest)" in " ".join(text.output.split())  # the hint is the CLI's own
+    assert "--strategy" not in out["not_read_reason"]
     # other keys are left out too; only error-<uuid>.pb names say what the deployment runs
     other = prefix.path / "other"
     other.mkdir()

@@ -249,7 +249,8 @@ def test_a_failure_message_names_the_files_the_default_reader_never_reads(tmp_pa
     assert "not read (the default reader reads only error.pb; pods name their files error-<uuid>.pb only when" in str(
         caught.value
     )
-    assert "error-0.pb, error-1.pb" in str(caught.value)
+    assert "error-0.pb, error-1.pb (strategy='earliest' reads them)" in str(caught.value)
+    assert "--strategy" not in str(caught.value)  # a test or a notebook has no command line to try
 
 
 def test_the_helpers_refuse_arguments_of_the_wrong_kind_in_one_line(tmp_path):
