@@ -35,6 +35,12 @@ class Unplayable(LocalJobError):
     """The scenario cannot be played for real as the model plays it: refused before any pod starts (one line)."""
 
 
+class OutlastsARealAttempt(Unplayable):
+    """A simulated attempt runs longer after its first action than a real attempt has time for: known only once the
+    model has played it (a survivor waiting out torch's exit barrier for a lost peer, say), so no scenario generator
+    can keep to it by construction."""
+
+
 def check_playable(spec: ScenarioSpec, start_method: Optional[str] = None) -> Workload:
     """The workload that plays `spec` for real; `Unplayable` (one line) if it cannot be played faithfully."""
     if spec.plugin is PluginVariant.SEED_PR:
@@ -160,7 +166,7 @@ def _check_simulated(spec: ScenarioSpec) -> None:
         watched = watched_until(attempt, LINGER_AFTER_VERDICT)
         span = watched - first.at
         if span > WALL_PACED_SECONDS:
-            raise Unplayable(
+            raise OutlastsARealAttempt(
                 f"{label}: a real run would watch it for {span:.2f} s after its first action ({first.what} at "
                 f"{_seconds(first.at)}), more than the {WALL_PACED_SECONDS:.0f} s it has for that "
                 f"({ATTEMPT_TIMEOUT:.0f} s, less {START_TIMEOUT:.0f} s for its pods to start and up to "

@@ -26,10 +26,14 @@ LOAD = 3.0
 
 
 def sample(seed: int, size: int):
-    from hypothesis import Phase, given, settings
+    """`size` playable scenarios drawn from `seed`, past any whose simulated attempt outlasts a real one (which only
+    playing the model tells: `localjob.runner.OutlastsARealAttempt`)."""
+    from hypothesis import Phase, assume, given, settings
     from hypothesis import seed as with_seed
 
-    from aggregation.strategies import scenarios
+    from aggregation.scenario import ModelRefusal
+    from aggregation.strategies import scenarios, spec_of
+    from localjob.runner import OutlastsARealAttempt, check_playable
 
     drawn = []
 
@@ -37,6 +41,12 @@ def sample(seed: int, size: int):
     @settings(max_examples=size, database=None, phases=[Phase.generate])
     @given(scenarios(playable=True))
     def draw(message):
+        try:
+            check_playable(spec_of(message))
+        except OutlastsARealAttempt:
+            assume(False)
+        except ModelRefusal:
+            pass  # the model refuses the point itself: played, and reported as refused
         drawn.append(message)
 
     draw()
