@@ -541,11 +541,45 @@ def render_explanation(explanation: Explanation, console: Console) -> None:
             "task phase: ", (explanation.outcome.phase.value, "bold"), " (", literal(explanation.outcome.reason), ")"
         )
     )
-    decision = explanation.decision
+    console.print(Text.assemble("node: ", *_decision_text(explanation.decision)))
+    _render_chance(explanation, console)
+
+
+def _decision_text(decision) -> tuple:
+    from aggregation.report import literal
+
     detail = literal(f" {decision.code} ({decision.kind})") if decision.code else ""
     if decision.decision.value == "WAIT" and decision.message:  # rounds that fail for ever: say why it never ends
         detail = literal(f" ({decision.message})")
-    console.print(Text.assemble("node: ", (decision.decision.value, "bold"), detail))
+    return (decision.decision.value, "bold"), detail
+
+
+def _render_chance(explanation, console) -> None:
+    """Where the winner won a tie by its drawn name's place in the listing, what other runs may conclude."""
+    from rich.text import Text
+
+    from aggregation.explain import NOTE_KEYS
+    from aggregation.report import literal
+
+    verdicts = explanation.chance_verdicts()
+    if not verdicts:
+        return
+    mine = (explanation.outcome.phase, explanation.decision.decision, explanation.decision.code)
+    others = [(keys, o) for keys, o in verdicts if (o.outcome.phase, o.decision.decision, o.decision.code) != mine]
+    why = "the tie is chance: flytekit draws each error-<uuid4 hex>.pb name at random, so another run may list"
+    if not others:
+        console.print(literal(f"{why} another tied file first, with the same verdict"))
+        return
+    console.print(literal(f"{why} another tied file first:"))
+    for keys, other in others:
+        shown = " or ".join(keys[:NOTE_KEYS]) + (f" or {len(keys) - NOTE_KEYS} more" if len(keys) > NOTE_KEYS else "")
+        console.print(
+            Text.assemble(
+                "  node ",
+                *_decision_text(other.decision),
+                literal(f", task phase {other.outcome.phase.value}, with {shown} first"),
+            )
+        )
 
 
 @main.command()

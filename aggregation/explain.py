@@ -31,13 +31,14 @@ from aggregation.readers import (
     RULE_FUTURES_HEAD_FAILED,
     RULE_TIE,
     STRATEGIES,
+    Candidate,
     EarliestErrorReader,
     ObservedError,
     ReadResult,
     reader_for,
     too_large,
 )
-from aggregation.replica_env import is_per_worker_file
+from aggregation.replica_env import is_drawn_file_name, is_per_worker_file
 from aggregation.storage import OutputPrefix, StorageError, StoreUnreachable, open_prefix
 
 OUTPUTS_FILE = "outputs.pb"
@@ -77,21 +78,54 @@ class Explanation:
         other file tied with the winner, what propeller concludes had the store listed that one first (the ranking
         then lists it first). Empty when nothing ties. Every candidate was read whole (a read that fails stops the
         round before any winner), so only the order and the pick change."""
+        return tuple((tied.path, self._listed_first(tied)) for tied in self._tied())
+
+    def if_listed_first_by_chance(self) -> tuple[tuple[str, "Explanation"], ...]:
+        """`if_listed_first` for the tied files whose place in the listing is chance: flytekit draws both their names
+        and the winner's at random as it writes them (`entrypoint.py` `_build_error_file_name`: error-<uuid4
+        hex>.pb), so another run of the same job may list any of them first. A name a person chose, or the
+        master's `error.pb` (`error-` sorts before `error.`), keeps its place."""
+        return tuple((tied.path, self._listed_first(tied)) for tied in self._tied_by_chance())
+
+    def chance_verdicts(self) -> tuple[tuple[tuple[str, ...], "Explanation"], ...]:
+        """What other runs of the same job may conclude instead: for each verdict another listing order of the tied
+        drawn files gives, the files that give it (in listing order) and one such explanation. Played once per
+        distinct error, however many files tie (the node's decision reads the error's code, kind and
+        recoverability). Empty when no order is chance."""
+        groups: dict[tuple, tuple[list[str], Explanation]] = {}
+        played: dict[tuple, Explanation] = {}
+        for tied in self._tied_by_chance():
+            error = (tied.error.code, tied.error.kind, tied.error.recoverable)
+            if error not in played:
+                played[error] = self._listed_first(tied)
+            other = played[error]
+            verdict = (other.outcome.phase, other.decision.decision, other.decision.code)
+            groups.setdefault(verdict, ([], other))[0].append(tied.path)
+        return tuple((tuple(keys), other) for keys, other in groups.values())
+
+    def _tied(self) -> list[Candidate]:
         read, winner = self.read, self.read.selected
         if read.strategy != EARLIEST or winner is None or RULE_TIE not in read.rule or self.decide is None:
-            return ()
-        others = []
-        for tied in read.candidates:
-            if tied is winner or tied.error is None or tied.order_key != winner.order_key:
-                continue
-            candidates = tuple(
-                replace(c, selected=c is tied) for c in (tied, *(c for c in read.candidates if c is not tied))
-            )
-            rule = EarliestErrorReader._rule(list(candidates), [c.order_key for c in candidates], 0)
-            listed = replace(read, candidates=candidates, error=tied.error, rule=rule)
-            outcome = task_outcome(JobCondition.SUCCEEDED, listed)  # an error file decides: outputs are not looked at
-            others.append((tied.path, replace(self, read=listed, outcome=outcome, decision=self.decide(outcome))))
-        return tuple(others)
+            return []
+        return [
+            c for c in read.candidates if c is not winner and c.error is not None and c.order_key == winner.order_key
+        ]
+
+    def _tied_by_chance(self) -> list[Candidate]:
+        if self.read.selected is None or not is_drawn_file_name(self.read.selected.path):
+            return []
+        return [tied for tied in self._tied() if is_drawn_file_name(tied.path)]
+
+    def _listed_first(self, tied: Candidate) -> "Explanation":
+        """This explanation had the store listed `tied` first."""
+        read = self.read
+        candidates = tuple(
+            replace(c, selected=c is tied) for c in (tied, *(c for c in read.candidates if c is not tied))
+        )
+        rule = EarliestErrorReader._rule(list(candidates), [c.order_key for c in candidates], 0)
+        listed = replace(read, candidates=candidates, error=tied.error, rule=rule)
+        outcome = task_outcome(JobCondition.SUCCEEDED, listed)  # an error file decides: outputs are not looked at
+        return replace(self, read=listed, outcome=outcome, decision=self.decide(outcome))
 
     @property
     def not_read_reason(self) -> Optional[str]:
@@ -131,12 +165,16 @@ class Explanation:
         """What the error reader took from the file it picked (None: no file was picked)."""
         return self.read.error
 
-    def to_json(self) -> dict[str, Any]:
+    def _node_json(self) -> Optional[dict[str, Any]]:
         node = None
         if self.decision.decision.value in ("SUCCEED", "RETRY", "FAIL", "WAIT"):  # WAIT: rounds that fail for ever
             node = {"decision": self.decision.decision.value, "code": None, "kind": None}
             if self.decision.decision.value == "FAIL":
                 node.update(code=self.decision.code, kind=self.decision.kind)
+        return node
+
+    def to_json(self) -> dict[str, Any]:
+        node = self._node_json()
         return {
             "strategy": self.read.strategy,
             "files": [
@@ -161,6 +199,10 @@ class Explanation:
             "object_store_requests": self.requests,
             "not_read": list(self.not_read),
             "not_read_reason": self.not_read_reason,
+            "by_listing_order": [
+                {"files": list(keys), "task_phase": other.outcome.phase.value, "node": other._node_json()}
+                for keys, other in self.chance_verdicts()
+            ],
         }
 
 

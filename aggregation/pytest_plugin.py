@@ -32,7 +32,7 @@ from aggregation.kinds import FinalPhase, PluginVariant
 from aggregation.printable import printable
 from aggregation.propeller import Decision, NodeState, PropellerConfig, TaskPhase
 from aggregation.readers import CANONICAL_ERROR_FILE, DEFAULT
-from aggregation.replica_env import is_drawn_file_name, is_per_worker_file, per_worker_file_name
+from aggregation.replica_env import is_per_worker_file, per_worker_file_name
 from aggregation.validate import EARLIEST_PLAUSIBLE_SECONDS, TIMESTAMP_SECONDS, check_document, validate_target
 
 ORIGINS = ("USER", "SYSTEM")  # what flytekit's entrypoint writes as `origin`
@@ -298,9 +298,8 @@ def assert_verdict(
             pytrace=False,
         )
     winner = explanation.read.selected
-    for key, listed_first in () if accept_listing_order else explanation.if_listed_first():
-        if not (is_drawn_file_name(key) and is_drawn_file_name(winner.path)):
-            continue  # a name the test chose: its order is the test's, not chance
+    # a name the test chose keeps its place in the listing: only drawn names' order is chance
+    for key, listed_first in () if accept_listing_order else explanation.if_listed_first_by_chance():
         theirs = _verdict_problems(listed_first, expected, no_error)
         if theirs:
             pytest.fail(

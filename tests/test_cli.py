@@ -172,6 +172,47 @@ def test_human_view_names_the_winner_and_the_rule(prefix):
     assert "PERMANENT_FAILURE" in result.output
 
 
+def test_explain_says_what_other_runs_may_conclude_when_drawn_names_break_a_tie(prefix):
+    """flyteplugins `remote_file_output_reader.go` `earliestErrorReader`: of tied stamps the first listed wins, and a
+    store lists keys in order; flytekit `entrypoint.py` `_build_error_file_name` names each per-worker file after a
+    fresh uuid4, so which tied file wins is chance, run to run. The tool says what the other orders give."""
+    drawn = {f"error-{digit * 32}.pb": digit for digit in "1234"}
+    for name, digit in drawn.items():
+        recoverable = digit in "13"  # error-111...pb lists first: a recoverable error wins here
+        code = "USER:Recoverable" if recoverable else "USER:RuntimeError"
+        prefix(name, error_document_bytes(code=code, recoverable=recoverable, worker=digit, timestamp_ns=T0))
+    out = explain_json(str(prefix.path), "--retries", "2")
+    assert out["node"]["decision"] == "RETRY"
+    assert out["by_listing_order"] == [
+        {
+            "files": [f"error-{'2' * 32}.pb", f"error-{'4' * 32}.pb"],
+            "task_phase": "PERMANENT_FAILURE",
+            "node": {"decision": "FAIL", "code": "USER:RuntimeError", "kind": "USER"},
+        },
+        {"files": [f"error-{'3' * 32}.pb"], "task_phase": "RETRYABLE_FAILURE", "node": out["node"]},
+    ]
+    text = " ".join(run("explain", str(prefix.path), "--retries", "2").output.split())
+    assert "the tie is chance" in text
+    assert f"node FAIL USER:RuntimeError (USER), task phase PERMANENT_FAILURE, with error-{'2' * 32}.pb or" in text
+    assert f"error-{'3' * 32}.pb first" not in text  # it gives the verdict shown: nothing to add
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ("error-a.pb", "error-b.pb"),  # names a person chose keep their order
+        (f"error-{'0' * 32}.pb", "error.pb"),  # the master's error.pb: `error-` lists before `error.`, always
+    ],
+)
+def test_explain_calls_a_tie_chance_only_where_flytekit_drew_the_names(prefix, names):
+    for name, recoverable in zip(names, (True, False)):
+        code = "USER:Recoverable" if recoverable else "USER:RuntimeError"
+        prefix(name, error_document_bytes(code=code, recoverable=recoverable, timestamp_ns=T0))
+    out = explain_json(str(prefix.path), "--retries", "2")
+    assert "tie on timestamp" in out["rule"] and out["by_listing_order"] == []
+    assert "chance" not in run("explain", str(prefix.path), "--retries", "2").output
+
+
 # --- bad input: a verdict or one clear line, never a traceback ------------------------------------
 
 
