@@ -564,8 +564,7 @@ def _render_chance(explanation, console) -> None:
     verdicts = explanation.chance_verdicts()
     if not verdicts:
         return
-    mine = (explanation.outcome.phase, explanation.decision.decision, explanation.decision.code)
-    others = [(keys, o) for keys, o in verdicts if (o.outcome.phase, o.decision.decision, o.decision.code) != mine]
+    others = [(keys, other) for keys, other in verdicts if other.verdict != explanation.verdict]
     why = "the tie is chance: flytekit draws each error-<uuid4 hex>.pb name at random, so another run may list"
     if not others:
         console.print(literal(f"{why} another tied file first, with the same verdict"))

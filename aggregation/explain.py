@@ -83,8 +83,8 @@ class Explanation:
     def if_listed_first_by_chance(self) -> tuple[tuple[str, "Explanation"], ...]:
         """`if_listed_first` for the tied files whose place in the listing is chance: flytekit draws both their names
         and the winner's at random as it writes them (`entrypoint.py` `_build_error_file_name`: error-<uuid4
-        hex>.pb), so another run of the same job may list any of them first. A name a person chose, or the
-        master's `error.pb` (`error-` sorts before `error.`), keeps its place."""
+        hex>.pb), so another run of the same job may list any of them first. Any other name is taken to keep its
+        place: the master's `error.pb` does (`error-` sorts before `error.`), and a name a test chose is its order."""
         return tuple((tied.path, self._listed_first(tied)) for tied in self._tied_by_chance())
 
     def chance_verdicts(self) -> tuple[tuple[tuple[str, ...], "Explanation"], ...]:
@@ -99,9 +99,14 @@ class Explanation:
             if error not in played:
                 played[error] = self._listed_first(tied)
             other = played[error]
-            verdict = (other.outcome.phase, other.decision.decision, other.decision.code)
-            groups.setdefault(verdict, ([], other))[0].append(tied.path)
+            groups.setdefault(other.verdict, ([], other))[0].append(tied.path)
         return tuple((tuple(keys), other) for keys, other in groups.values())
+
+    @property
+    def verdict(self) -> tuple:
+        """What propeller concludes, as the node's history records it: the task phase and the node's decision, code
+        and kind (the kind counts a system failure against its own budget: `propeller.node_decision`)."""
+        return self.outcome.phase, self.decision.decision, self.decision.code, self.decision.kind
 
     def _tied(self) -> list[Candidate]:
         read, winner = self.read, self.read.selected

@@ -111,7 +111,7 @@ def lane_labels(pods: list[str]) -> tuple[str, list[str]]:
     a long generated prefix), so a shared prefix up to a `-` or `.` is said once, in the first panel's title, and a
     name still too long keeps its start and end. Labels stay distinct: where shortening would merge two, names stay
     whole."""
-    names = [plain(p) for p in pods]
+    names = [str(p) for p in pods]  # shortened as written, escaped after (a cut never splits an escape)
     prefix = ""
     if len(names) > 1 and max(map(len, names)) > LANE_LABEL_CHARACTERS:
         shared = names[0][: min(map(len, names))]
@@ -120,14 +120,14 @@ def lane_labels(pods: list[str]) -> tuple[str, list[str]]:
                 shared = shared[:-1]
         # the shared part's last word stays on each lane ("…worker-0", not "…0")
         words = [i for i, c in enumerate(shared) if c in "-."]
-        cut = words[-2] + 1 if len(words) > 1 else 0
-        prefix = shared[:cut] if all(len(n) > cut for n in names) else ""
+        prefix = shared[: words[-2] + 1] if len(words) > 1 else ""
     labels = [n[len(prefix) :] for n in names]
     keep = LANE_LABEL_CHARACTERS // 2 - 1
     short = [f"{n[:keep]}…{n[-keep:]}" if len(n) > LANE_LABEL_CHARACTERS else n for n in labels]
     if len(set(short)) == len(short):
         labels = short
-    return prefix, [("…" + label if prefix else label) for label in labels]
+    labels = [plain(label) for label in labels]
+    return plain(prefix), [("…" + label if prefix else label) for label in labels]
 
 
 def _side_label(ax, x: float, y: float, text: str, color: str, rise: float = 0, fontsize: float = 8) -> None:

@@ -197,6 +197,21 @@ def test_explain_says_what_other_runs_may_conclude_when_drawn_names_break_a_tie(
     assert f"error-{'3' * 32}.pb first" not in text  # it gives the verdict shown: nothing to add
 
 
+def test_a_tie_s_other_verdicts_keep_the_error_s_kind_apart(prefix):
+    """`propeller.node_decision` counts a SYSTEM failure against the system budget: the same code with another kind
+    is another verdict."""
+    for digit, origin in zip("123", ("USER", "SYSTEM", "USER")):
+        document = error_document_bytes(code="X", origin=origin, worker=digit, timestamp_ns=T0)
+        prefix(f"error-{digit * 32}.pb", document)
+    out = explain_json(str(prefix.path), "--retries", "2")
+    assert out["node"] == {"decision": "FAIL", "code": "X", "kind": "USER"}
+    assert [(group["files"], group["node"]["kind"]) for group in out["by_listing_order"]] == [
+        ([f"error-{'2' * 32}.pb"], "SYSTEM"),
+        ([f"error-{'3' * 32}.pb"], "USER"),
+    ]
+    assert "node FAIL X (SYSTEM)" in " ".join(run("explain", str(prefix.path), "--retries", "2").output.split())
+
+
 @pytest.mark.parametrize(
     "names",
     [
