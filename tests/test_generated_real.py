@@ -25,34 +25,6 @@ SAMPLE_SIZE = 8  # the issue asks for at least 8; each real scenario costs about
 LOAD = 3.0
 
 
-def sample(seed: int, size: int):
-    """`size` playable scenarios drawn from `seed`, past any whose simulated attempt outlasts a real one (which only
-    playing the model tells: `localjob.runner.OutlastsARealAttempt`)."""
-    from hypothesis import Phase, assume, given, settings
-    from hypothesis import seed as with_seed
-
-    from aggregation.scenario import ModelRefusal
-    from aggregation.strategies import scenarios, spec_of
-    from localjob.runner import OutlastsARealAttempt, check_playable
-
-    drawn = []
-
-    @with_seed(seed)
-    @settings(max_examples=size, database=None, phases=[Phase.generate])
-    @given(scenarios(playable=True))
-    def draw(message):
-        try:
-            check_playable(spec_of(message))
-        except OutlastsARealAttempt:
-            assume(False)
-        except ModelRefusal:
-            pass  # the model refuses the point itself: played, and reported as refused
-        drawn.append(message)
-
-    draw()
-    return drawn
-
-
 def _played(play, *args):
     """(the execution record, its verdict key), or (None, the neighbourhood's key for the refusal) where the model
     refuses a point a real run can reach: the operator would re-create a deleted pod (`operator.PodRecreation`), or
@@ -73,6 +45,7 @@ def _played(play, *args):
 
 def test_a_seeded_sample_of_generated_scenarios_agrees_with_real_pods_or_is_a_predicted_race(tmp_path, capsys):
     from conftest import half_written_uploads, leftover_processes, unpredicted_run_evidence
+    from generated_sample import sample
     from google.protobuf import text_format
 
     from aggregation.neighbourhood import QUICKER_MACHINE, SIGNAL_UNDER_TORCH_HANDLER, neighbourhood
