@@ -89,42 +89,26 @@ def jittered(spec: ScenarioSpec, rng: random.Random, load: float = 1.0, fastest:
     return replace(spec, timings=timings, attempts=tuple(attempts), seed=rng.getrandbits(64))
 
 
-#: the verdict key of a copy the model refuses because the operator would re-create a deleted pod that has exited
-#: (`operator.PodRecreation`): a real run of such a copy meets the same refusal, in the operator it drives
-RE_CREATED_POD = (("refused", "the operator would re-create a deleted pod (operator.PodRecreation)"),)
-#: the verdict key of a copy whose job turns terminal in its first second, where propeller may read its Created
-#: condition instead (`propeller_actor.CreatedInTheSameSecond`): moved a little, a scenario can end up there
-TERMINAL_IN_ITS_FIRST_SECOND = (
-    ("refused", "the job turned terminal in its first second (propeller_actor.CreatedInTheSameSecond)"),
-)
+def refusal_key(refusal: "ModelRefusal | type[ModelRefusal]") -> "tuple | None":
+    """The verdict key of a refusal a real run can meet (its class says what: `ModelRefusal.real_runs_meet`), named
+    with its class so a report points at the rule; None for one that refuses the scenario itself."""
+    kind = refusal if isinstance(refusal, type) else type(refusal)
+    if kind.real_runs_meet is None:
+        return None
+    return (("refused", f"{kind.real_runs_meet} ({kind.__module__.rsplit('.', 1)[-1]}.{kind.__name__})"),)
 
 
-#: the verdict key of a copy whose propeller round looks while the TTL may or may not have deleted the job
-#: (`propeller_actor.DeletedWithinItsSecond`)
-LOOKS_WHILE_THE_TTL_MAY_HAVE_DELETED = (
-    ("refused", "propeller looks while the TTL may have deleted the job (propeller_actor.DeletedWithinItsSecond)"),
-)
-
-
-#: the verdict key of a copy in which a SIGTERM meets torch's handler after the agent returned, which upstream and
-#: seed-pr leave installed (`pods.SignalUnderTorchHandler`): a real run there may end any of three ways
-SIGNAL_UNDER_TORCH_HANDLER = (
-    ("refused", "a SIGTERM meets torch's handler after its agent returned (pods.SignalUnderTorchHandler)"),
-)
-
-
-def refusal_key(refusal: ModelRefusal) -> "tuple | None":
-    """The verdict key of a refusal a real run can meet in the operator and propeller it drives (above); None for one
-    that refuses the scenario itself, which `run_local` meets before any pod starts."""
-    if isinstance(refusal, PodRecreation):
-        return RE_CREATED_POD
-    if isinstance(refusal, CreatedInTheSameSecond):
-        return TERMINAL_IN_ITS_FIRST_SECOND
-    if isinstance(refusal, DeletedWithinItsSecond):
-        return LOOKS_WHILE_THE_TTL_MAY_HAVE_DELETED
-    if isinstance(refusal, SignalUnderTorchHandler):
-        return SIGNAL_UNDER_TORCH_HANDLER
-    return None
+#: a copy the model refuses because the operator would re-create a deleted pod that has exited: a real run of such a
+#: copy meets the same refusal, in the operator it drives
+RE_CREATED_POD = refusal_key(PodRecreation)
+#: a copy whose job turns terminal in its first second, where propeller may read its Created condition instead:
+#: moved a little, a scenario can end up there
+TERMINAL_IN_ITS_FIRST_SECOND = refusal_key(CreatedInTheSameSecond)
+#: a copy whose propeller round looks while the TTL may or may not have deleted the job
+LOOKS_WHILE_THE_TTL_MAY_HAVE_DELETED = refusal_key(DeletedWithinItsSecond)
+#: a copy in which a SIGTERM meets torch's handler after the agent returned, which upstream and seed-pr leave
+#: installed: a real run there may end any of three ways
+SIGNAL_UNDER_TORCH_HANDLER = refusal_key(SignalUnderTorchHandler)
 
 
 def neighbourhood(

@@ -91,6 +91,8 @@ class PodRecreation(ModelRefusal):
     not know whether the object was still there: it refuses the point. Says which attempt and pod, when the pod was
     marked, its exit code, when the operator heard of it, and the reconcile's instant."""
 
+    real_runs_meet = "the operator would re-create a deleted pod"
+
     def __init__(
         self, message: str, attempt: int, pod: str, marked_at, exit_code: int, heard_at, at, counted: bool
     ) -> None:

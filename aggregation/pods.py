@@ -174,6 +174,8 @@ class SignalUnderTorchHandler(ModelRefusal):
     plugin and the seed PR leave it in place until the interpreter finalizes, and the flytekit statement it raises in
     decides the outcome, which the model does not time (measured: `defaults.TORCH_HANDLER_AFTER_ENTRYPOINT_SECONDS`)."""
 
+    real_runs_meet = "a SIGTERM meets torch's handler after its agent returned"
+
     def __init__(self, message: str, attempt: int, pod: str, arrived, window: tuple) -> None:
         super().__init__(message)
         self.attempt, self.pod, self.arrived = attempt, pod, arrived

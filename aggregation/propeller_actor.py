@@ -92,6 +92,8 @@ class CreatedInTheSameSecond(ModelRefusal):
     Created one (and the task stays Queued) depends on the sub-second moment of the job's creation (module
     docstring). Says which attempt, the condition and when it was set."""
 
+    real_runs_meet = "the job turned terminal in its first second"
+
     def __init__(self, attempt: int, condition: JobCondition, at) -> None:
         super().__init__(
             f"attempt {attempt}'s job turned {condition.value} at {instant_text(at)} s, less than a second after its "
@@ -110,6 +112,8 @@ class DeletedWithinItsSecond(ModelRefusal):
     job depends on where in its second the job was created (`operator.TtlDeletion`), which no scenario fixes, or on
     when the kubelet removes a deleted pod, which the model does not place. Says which attempt, the expiry's second and
     the round's instant."""
+
+    real_runs_meet = "propeller looks while the TTL may have deleted the job"
 
     def __init__(self, attempt: int, ttl: TtlDeletion, at) -> None:
         super().__init__(

@@ -54,6 +54,10 @@ class ModelRefusal(ScenarioError):
     it happens. `kind` names the refusal without this point's instants, so it reads the same across a region."""
 
     kind = "the model refuses the point"
+    #: what a real run meets where the model refuses a copy of a scenario it plays, in the operator and propeller it
+    #: drives or in its pods (`aggregation.neighbourhood` counts such a copy as a verdict of its own); None for a
+    #: refusal of the scenario itself, which `run-local` meets before any pod starts
+    real_runs_meet: Optional[str] = None
 
 
 @dataclass(frozen=True)
