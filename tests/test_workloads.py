@@ -10,6 +10,8 @@ from conftest import SCENARIOS, conforming_local_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from aggregation.strategies import scenarios
+
 pytestmark = [pytest.mark.plugin]
 
 TWO_PODS = 'plugin: RECOVERABLE job { pods: "a" pods: "b" nproc_per_node: 1 }'
@@ -196,8 +198,8 @@ def test_a_worker_acts_on_the_commands_it_reads_together_in_the_order_they_happe
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.data())
-def test_every_generated_playable_scenario_is_one_run_local_plays(data):
+@given(scenarios(playable=True))
+def test_every_generated_playable_scenario_is_one_run_local_plays(message):
     """`aggregation.strategies.scenarios(playable=True)` (the seeded real sample's source) keeps to what
     `localjob.runner.check_playable` accepts, whichever of the container's PID 1s it draws; a machine without a
     system package a PID 1 needs is told which. Two answers come only from playing the model: an attempt that
@@ -205,10 +207,10 @@ def test_every_generated_playable_scenario_is_one_run_local_plays(data):
     meet (run-local says so, and the sample reports it as refused)."""
     from aggregation.neighbourhood import refusal_key
     from aggregation.scenario import ModelRefusal
-    from aggregation.strategies import scenarios, spec_of
+    from aggregation.strategies import spec_of
     from localjob.runner import OutlastsARealAttempt, Unplayable, check_playable
 
-    spec = spec_of(data.draw(scenarios(playable=True)))
+    spec = spec_of(message)
     try:
         check_playable(spec)
     except OutlastsARealAttempt:
@@ -226,7 +228,6 @@ def test_the_generated_real_sample_may_run_each_pid_1(entrypoint):
     from hypothesis import find
 
     from aggregation.proto.aggsim.v1 import scenario_pb2 as pb
-    from aggregation.strategies import scenarios
 
     wanted = pb.Entrypoint.Value(entrypoint)
     assert find(scenarios(playable=True), lambda message: message.task.entrypoint == wanted).task.entrypoint == wanted
