@@ -122,8 +122,10 @@ def lane_labels(pods: list[str]) -> tuple[str, list[str]]:
         words = [i for i, c in enumerate(shared) if c in "-."]
         prefix = shared[: words[-2] + 1] if len(words) > 1 else ""
     labels = [n[len(prefix) :] for n in names]
-    keep = LANE_LABEL_CHARACTERS // 2 - 1
-    short = [f"{n[:keep]}…{n[-keep:]}" if len(n) > LANE_LABEL_CHARACTERS else n for n in labels]
+    room = LANE_LABEL_CHARACTERS - (1 if prefix else 0)  # the leading "…" that stands for the prefix counts
+    head = room // 2 - 1
+    tail = room - head - 1
+    short = [f"{n[:head]}…{n[-tail:]}" if len(n) > room else n for n in labels]
     if len(set(short)) == len(short):
         labels = short
     labels = [plain(label) for label in labels]

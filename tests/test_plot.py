@@ -194,6 +194,11 @@ def test_a_job_whose_pods_share_a_long_name_gets_short_distinct_lanes_and_the_sh
     assert len(label) <= LANE_LABEL_CHARACTERS and label.startswith("aaa") and label.endswith("tail")
     twins = ["x" * 12 + "1" + "y" * 20, "x" * 12 + "2" + "y" * 20]
     assert len(set(lane_labels(twins)[1])) == 2
+    # the "…" that stands for a said-once prefix counts against the lane's width, whatever length is left
+    for rest in range(1, 40):
+        names = [f"{prefix}worker-{i}{'z' * rest}" for i in range(2)]
+        said, labels = lane_labels(names)
+        assert said == prefix and all(len(label) <= LANE_LABEL_CHARACTERS for label in labels), (rest, labels)
 
 
 @pytest.mark.parametrize("scenario", ["sibling_user_error_cleanup", "auto_resume_two_attempts", "three_failures_4x2"])
