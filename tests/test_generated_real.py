@@ -12,6 +12,7 @@ scenario's textproto are printed, and written under the test's directory, so a f
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -48,6 +49,7 @@ def test_a_seeded_sample_of_generated_scenarios_agrees_with_real_pods_or_is_a_pr
     from generated_sample import sample
     from google.protobuf import text_format
 
+    from aggregation.kinds import Entrypoint
     from aggregation.neighbourhood import QUICKER_MACHINE, SIGNAL_UNDER_TORCH_HANDLER, neighbourhood
     from aggregation.record import compare
     from aggregation.simulate import simulate
@@ -56,12 +58,18 @@ def test_a_seeded_sample_of_generated_scenarios_agrees_with_real_pods_or_is_a_pr
 
     messages = sample(SEED, SAMPLE_SIZE)
     assert len(messages) >= 8
-    report, failures = [], []
+    report, failures, not_run = [], [], []
     for index, message in enumerate(messages):
         message.name = f"sample-{index}"
         path = tmp_path / f"sample-{index}.textproto"
         path.write_text(text_format.MessageToString(message))
         spec = spec_of(message)
+        if spec.entrypoint is Entrypoint.INIT_THEN_EXECUTE and shutil.which("tini") is None:
+            # the machine's, not the model's: the sample is fixed by its seed, so the rest still runs, and the test
+            # ends skipped, saying how many it could not play (`.ci/system-packages` installs tini)
+            not_run.append(f"sample-{index}")
+            report.append(f"sample-{index} pid1={spec.entrypoint.value}: not run, tini is not installed here")
+            continue
         # a quiet machine's races, a busy one's, and a quicker one's (a sample preempted 1.55 s after completion
         # succeeded for real on 2026-12-03, where the quiet and busy neighbourhoods both retry)
         outcomes = neighbourhood(spec) + neighbourhood(spec, load=LOAD) + neighbourhood(spec, fastest=QUICKER_MACHINE)
@@ -104,3 +112,5 @@ def test_a_seeded_sample_of_generated_scenarios_agrees_with_real_pods_or_is_a_pr
         print(f"\ngenerated sample, seed {SEED} (AGGSIM_SAMPLE_SEED), scenarios in {tmp_path}:")
         print("\n".join(report))
     assert failures == [], "\n".join(failures)
+    if not_run:
+        pytest.skip(f"{', '.join(not_run)} not run: their PID 1 is tini, which is not installed here (Debian tini)")
