@@ -244,7 +244,10 @@ class Pod:
         return on_the_clock(moment + self.offset)
 
     def _later(self, delay: float, action: Callable[[], None]) -> None:
-        self._course.append(self.clock.at(self.clock.now + delay, action))
+        self._at(self.clock.now + delay, action)
+
+    def _at(self, moment: float, action: Callable[[], None]) -> None:
+        self._course.append(self.clock.at(moment, action))
 
     def _enter(self, state: PodState) -> None:
         in_state = self.group.in_state
@@ -289,13 +292,14 @@ class Pod:
     def _finish(self, error: Optional[ErrorRecord], outputs: bool = False) -> None:
         """The entrypoint writes and uploads (if anything), then the process exits 0, `exit` later (flytekit's and
         torch's teardown)."""
+        writes = error is not None or outputs
+        # when the upload lands, or the entrypoint returns having written nothing
+        done = self.clock.now + (self.timing.upload if writes else 0.0)
         if self.worker_groups and not self.plugin.restores_signal_dispositions:
-            writes = error is not None or outputs
-            done = self.clock.now + (self.timing.upload if writes else 0.0)
             # on the nanosecond, as every moment the clock holds: simulate and prove must split here alike
             until = on_the_clock(done + defaults.TORCH_HANDLER_AFTER_ENTRYPOINT_SECONDS)
             self.torch_handler_window = (self.clock.now, until)
-        if error is None and not outputs:
+        if not writes:
             # IgnoreOutputs: flytekit 1.16 `_dispatch_execute` returns from its except clause, before the
             # `put_data` that takes `upload`, so nothing is written and no upload time is spent.
             self._later(self.timing.exit, lambda: self._exit(0, "nothing uploaded"))
@@ -314,7 +318,7 @@ class Pod:
             else:
                 self._exit(0, "entrypoint done")
 
-        self._later(self.timing.upload, uploaded)
+        self._at(done, uploaded)
 
     # --- reactions -----------------------------------------------------------------------------
     def _next_poll(self, visible: float) -> float:

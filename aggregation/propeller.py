@@ -77,6 +77,25 @@ def payload_limit_note(max_download_mbs: int) -> Optional[str]:
     )
 
 
+#: the IDs an abort's message names, which a scenario does not say: the workflow's (the compiled template's
+#: "project:domain:name") and the task's node (flytekit numbers a workflow's nodes "n0", "n1", ...)
+WORKFLOW_ID = "<workflow>"
+NODE_ID = "<node>"
+
+
+def abort_message(failed_attempts: int, limit: int, round_error: Optional[str]) -> str:
+    """The message of a workflow aborted after failed rounds, as propeller writes it: flytepropeller v1.16.8
+    `workflow/executor.go` `HandleAbortedWorkflow` makes a `WorkflowError` (`workflow/errors/errors.go`: "Workflow[id]
+    failed. Code: message") quoting the last round's error, which `controller/handler.go` `RecordSystemError` kept as
+    the workflow's status message: the reader's error as `nodes/task/handler.go` `Handle` wrapped it ("failed during
+    plugin execution", a `NodeErrorWithCause`, `nodes/errors/errors.go`), which nothing above it wraps again."""
+    last = f"failed at Node[{NODE_ID}]. RuntimeExecutionError: failed during plugin execution, caused by: {round_error}"
+    return (
+        f"Workflow[{WORKFLOW_ID}] failed. RuntimeExecutionError: max number of system retry attempts "
+        f"[{failed_attempts}/{limit}] exhausted. Last known status message: {last}"
+    )
+
+
 #: why failing rounds never abort at that limit: said in the timeline and in the reason the node keeps running
 NEVER_ABORTS = "max-workflow-retries is uint32's largest (-1), which the workflow's FailedAttempts never exceeds"
 
@@ -251,16 +270,14 @@ def node_decision(
             Decision.FAIL,
             code="Workflow abort failed",
             kind="SYSTEM",
-            message=(
-                f"max number of system retry attempts [{limit + 1}/{limit}] exhausted. "
-                f"Last known status message: {outcome.round_error}"
-            ),
+            message=abort_message(uint32(limit + 1), limit, outcome.round_error),
             next_state=state,
         )
     error = outcome.error
     assert error is not None
     if outcome.phase is TaskPhase.PERMANENT_FAILURE:
-        system = 1 if error.kind == "SYSTEM" else 0
+        # `handleQueuedOrRunningNode` counts a SYSTEM error once, and once more as the node turns Failing
+        system = 2 if error.kind == "SYSTEM" else 0
         return NodeDecision(
             Decision.FAIL,
             code=error.code,

@@ -133,7 +133,15 @@ def test_round_failures_end_the_workflow_after_max_workflow_retries():
     outcome = task_outcome(JobCondition.SUCCEEDED, read_with(round_error="boom"))
     decision = node_decision(outcome)
     assert (decision.decision, decision.code, decision.kind) == (Decision.FAIL, "Workflow abort failed", "SYSTEM")
-    assert "[11/10]" in decision.message
+    # `workflow/executor.go` `HandleAbortedWorkflow` quotes the status message `RecordSystemError` kept: the reader's
+    # error as `nodes/task/handler.go` `Handle` wrapped it; the IDs a scenario does not say are spelled as such
+    assert decision.message == (
+        "Workflow[<workflow>] failed. RuntimeExecutionError: max number of system retry attempts [11/10] exhausted. "
+        "Last known status message: failed at Node[<node>]. RuntimeExecutionError: failed during plugin execution, "
+        "caused by: boom"
+    )
+    wrapped = node_decision(outcome, config=PropellerConfig(max_workflow_retries=-5)).message
+    assert "retry attempts [4294967292/4294967291] exhausted" in wrapped
 
 
 # --- node retry decision -------------------------------------------------------------------------
@@ -202,6 +210,18 @@ def test_non_recoverable_never_retries():
     """A permanent failure fails the node with its own code, whatever budget is left."""
     decision = node_decision(task_outcome(JobCondition.SUCCEEDED, read_with(USER_FATAL)), retries=10)
     assert (decision.decision, decision.code, decision.kind) == (Decision.FAIL, "USER:ValueError", "USER")
+
+
+def test_a_permanent_system_failure_counts_twice_on_the_node_and_a_user_one_not_at_all():
+    """flytepropeller v1.16.8 `nodes/executor.go` `handleQueuedOrRunningNode`: a SYSTEM error increments
+    SystemFailures, and again as the node turns Failing."""
+    system_fatal = ObservedError("SYSTEM:Boom", "gone", "SYSTEM", False, 1, "w0", "error-a.pb")
+    state = NodeState(attempts=1, system_failures=1)
+    outcome = task_outcome(JobCondition.SUCCEEDED, read_with(system_fatal))
+    assert outcome.phase is TaskPhase.PERMANENT_FAILURE
+    assert node_decision(outcome, retries=3, state=state).next_state == NodeState(attempts=1, system_failures=3)
+    fatal = node_decision(task_outcome(JobCondition.SUCCEEDED, read_with(USER_FATAL)), retries=3, state=state)
+    assert fatal.next_state == state
 
 
 def test_unknown_kind_uses_the_user_budget():
