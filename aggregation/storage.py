@@ -309,9 +309,11 @@ class FsspecPrefix:
             raise StorageError(f"failed to list {self.location}: {e}") from None
         entries = []
         for path, info in found.items():
-            if info.get("type") != "file":
-                continue  # directories, FIFOs, sockets: no object store holds them (and a FIFO would block)
             relative = path[len(self.root) + 1 :] if self.root else path
+            if info.get("type") != "file":
+                if info.get("type") != "directory" and relative.startswith(key_prefix):  # a local FIFO, say
+                    raise StoreUnreachable(f"{self.location}/{relative}: {NO_OBJECT}")
+                continue
             if relative.startswith(key_prefix):
                 entries.append(ObjectEntry(relative, int(info.get("size") or 0)))
         if all(e.key.isascii() for e in entries):  # the usual keys: code point order is byte order
@@ -342,9 +344,16 @@ class FsspecPrefix:
             raise StorageError(f"failed to read {self.location}/{key}: {e}") from None
 
 
+#: why a listed name that is neither a regular file nor a directory is refused: listed as an object it would be read
+#: (a FIFO blocks), skipped it would hide a file propeller lists; either way no verdict
+NO_OBJECT = "a FIFO, socket or device, which no object store holds: no copy of a prefix propeller lists"
+
+
 def not_a_directory(location: str, exists: bool) -> str:
     if exists:
         return f"{location}: a file, not an output prefix (the directory an attempt's pods upload into)"
+    if location[:5].lower() == "file:":  # `file:x` is a local name with a colon, unless it was meant as a URL
+        return f"{location}: no such file or directory (a file URL's path is absolute: file:///path)"
     return f"{location}: no such file or directory"
 
 
@@ -402,11 +411,13 @@ class LocalPrefix:
                     if key.startswith(key_prefix):
                         if entry.is_symlink():
                             self._follow(entry.path, key)
-                        if entry.is_file():  # regular files (or links to them) only: FIFOs and sockets are no objects
+                        if entry.is_file():  # regular files (or links to them)
                             # no size: a local listing would need a stat per file, and the readers HEAD anyway
                             out.append(ObjectEntry(key))
                         elif entry.is_dir(follow_symlinks=False):
                             stack.append((entry.path, key))
+                        elif not entry.is_dir():
+                            raise StoreUnreachable(f"{self.location}/{key}: {NO_OBJECT}")
                     elif key_prefix.startswith(key + "/") and entry.is_dir(follow_symlinks=False):
                         stack.append((entry.path, key))
 
@@ -484,6 +495,8 @@ def file_url_path(url: str) -> str:
             f"{url}: a file URL on another host ({parts.netloc}) names no local path (file:///absolute/path, or the "
             "path itself)"
         )
+    if not parts.path:
+        raise PrefixNotFound(f"{url}: a file URL with no path names no location (file:///absolute/path, or . for here)")
     return unquote(parts.path)
 
 

@@ -666,6 +666,17 @@ def test_the_file_urls_explain_prints_can_be_given_back(tmp_path):
     assert (
         other_host.exit_code == 2 and "a file URL on another host (elsewhere) names no local path" in other_host.output
     )
+    # a URL with no path (an empty variable in `file://$PREFIX`) read the current directory and gave its verdict
+    cwd = os.getcwd()
+    os.chdir(prefix)
+    try:
+        for command in ("explain", "validate"):
+            empty = run(command, "file://")
+            assert empty.exit_code == 2 and "file://: a file URL with no path names no location" in empty.output
+        relative = run("explain", "file:p x")  # a local name with a colon, and none here: said how a URL is written
+        assert relative.exit_code == 2 and "a file URL's path is absolute: file:///path" in relative.output
+    finally:
+        os.chdir(cwd)
 
 
 def test_a_file_url_is_read_whole_or_refused_never_cut_short(tmp_path):

@@ -605,6 +605,25 @@ def test_a_symbolic_link_loop_is_named_as_one(tmp_path):
             assert done.returncode == 2 and done.stderr.startswith(f"aggsim: {below}: {why}"), done.stderr
 
 
+def test_a_listed_fifo_or_device_is_this_machine_s_problem_not_a_verdict(tmp_path):
+    """An object store holds no FIFO, socket or device: an `error-*.pb` in a local prefix that is one (or a link to
+    one) was skipped, and explain said SUCCEEDED ("succeeds silently"), validate "no error files", though the same
+    FIFO named alone was refused. Each is one line and exit 2; such a name outside the listed prefix is not read."""
+    for name in ("fifo", "device"):
+        prefix = tmp_path / name
+        prefix.mkdir()
+        odd = prefix / "error-x.pb"
+        os.mkfifo(odd) if name == "fifo" else odd.symlink_to("/dev/zero")
+        for command in ("explain", "validate"):
+            done = subprocess.run([AGGSIM, command, str(prefix)], capture_output=True, text=True, timeout=60)
+            assert (done.returncode, done.stdout) == (2, ""), (name, command, done)
+            assert done.stderr.startswith(f"aggsim: {prefix}/error-x.pb: a FIFO, socket or device, which no object")
+            assert done.stderr.count("\n") == 1
+        odd.rename(prefix / "notes")  # not under the `error` key prefix: never listed
+        done = subprocess.run([AGGSIM, "explain", str(prefix), "--json"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and json.loads(done.stdout)["task_phase"] == "SUCCEEDED", done.stderr
+
+
 def test_a_listed_link_that_leads_nowhere_is_this_machine_s_problem_not_a_verdict(tmp_path):
     """An object store has no symbolic links: an `error-*.pb` in a local prefix that is a loop or a dangling link is
     a broken copy. explain reported the loop as propeller's failed listing (ROUND_FAILED, "Workflow abort failed") and

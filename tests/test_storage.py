@@ -16,7 +16,7 @@ from conftest import T0  # noqa: E402
 from aggregation.documents import error_document_bytes
 from aggregation.explain import explain_prefix
 from aggregation.readers import EarliestErrorReader
-from aggregation.storage import FsspecPrefix, MemoryPrefix, PrefixNotFound, StorageError, open_prefix
+from aggregation.storage import FsspecPrefix, MemoryPrefix, PrefixNotFound, StorageError, StoreUnreachable, open_prefix
 
 
 def write(directory, name, data):
@@ -34,12 +34,14 @@ def test_local_path_and_file_url_list_the_same_sorted_keys(tmp_path):
         assert keys == ["error-Z.pb", "error-a.pb", "error-b.pb", "errors/x.pb"]  # byte order: 'Z' < 'a'
 
 
-def test_fifo_named_like_an_error_file_is_skipped_not_read(tmp_path):
-    """No object store holds a FIFO; reading one would block forever."""
+def test_fifo_named_like_an_error_file_is_refused_neither_read_nor_skipped(tmp_path):
+    """No object store holds a FIFO: reading one would block forever, and skipping it (as the listing did until
+    2026-12-07) hides a name propeller would list, which turned a prefix holding only a FIFO into a silent success.
+    This machine's copy is not the store's: `StoreUnreachable`, no verdict."""
     os.mkfifo(tmp_path / "error-fifo.pb")
     write(tmp_path, "error-a.pb", error_document_bytes(timestamp_ns=T0))
-    result = EarliestErrorReader().read(open_prefix(str(tmp_path)))
-    assert [c.path for c in result.candidates] == ["error-a.pb"]
+    with pytest.raises(StoreUnreachable, match="error-fifo.pb: a FIFO, socket or device, which no object store holds"):
+        EarliestErrorReader().read(open_prefix(str(tmp_path)))
 
 
 def test_missing_local_prefix_is_refused(tmp_path):
@@ -139,14 +141,17 @@ def test_local_fast_path_agrees_with_fsspec_local_filesystem(tmp_path):
     for name in ["error-b.pb", "error-a.pb", "errors/x.pb", "error/deep/y.pb", "outputs.pb", "err.pb", "e/rror.pb"]:
         write(tmp_path, name, name.encode())
     (tmp_path / "error-dir.pb").mkdir()
-    os.mkfifo(tmp_path / "error-fifo.pb")
+    os.mkfifo(tmp_path / "fifo.pb")
     fast, slow = LocalPrefix(str(tmp_path)), FsspecPrefix(f"file://{tmp_path}")
-    for key_prefix in ("error", "errors/", "error/deep/y", ""):
+    for key_prefix in ("error", "errors/", "error/deep/y"):
         fast_keys = [[e.key for e in page] for page in fast.list_pages(key_prefix)]
         assert fast_keys == [[e.key for e in page] for page in slow.list_pages(key_prefix)]
-    for key in ("error-a.pb", "error-dir.pb", "error-fifo.pb", "missing.pb"):
+    for key in ("error-a.pb", "error-dir.pb", "fifo.pb", "missing.pb"):
         assert fast.head(key) == slow.head(key)
     assert fast.read("errors/x.pb") == slow.read("errors/x.pb") == b"errors/x.pb"
+    for prefix in (fast, slow):  # a listing that reaches the FIFO refuses it alike
+        with pytest.raises(StoreUnreachable, match="fifo.pb: a FIFO, socket or device"):
+            list(prefix.list_pages(""))
 
 
 def test_local_prefix_reads_large_objects_whole_and_orders_any_name_by_bytes(tmp_path):
