@@ -882,6 +882,9 @@ def sweep(
     from aggregation.report import ProgressBar, render_sweep, sweep_to_json
     from aggregation.scenario import PLUGIN_VARIANTS, ScenarioError, read_scenario
 
+    repeated = next((p for i, p in enumerate(plugins) if p in plugins[:i]), None)
+    if repeated is not None:  # each cell would be played twice, and counted twice in --out
+        _fail(f"--plugin {repeated}: given twice")
     ranges = [v for v in varies if ".." in v.partition("=")[2]]
     if ranges:
         _region_sweep(
@@ -975,7 +978,7 @@ def _region_sweep(
     _need_z3("an exact region map")
     try:
         source = _scenario_source(scenario_path, profile_path)
-        ranges = [parse_range(v, source.message) for v in varies]
+        ranges = [parse_range(v, source.message, "an exact region map (a FIELD=LO..HI given)") for v in varies]
         odd = next((v for v, r in zip(varies, ranges) if not isinstance(r, Interval)), None)
         if odd is not None and ".." in odd:  # a whole-number field's LO..HI is its values, not a continuous range
             raise ScenarioError(

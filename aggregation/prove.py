@@ -69,8 +69,9 @@ def _as_written(number: float) -> Fraction:
     return Fraction(repr(number))
 
 
-def parse_range(text: str, message: pb.Scenario) -> "Interval | Choice":
-    """`FIELD=LO..HI` (a number field, every value in between) or `FIELD=a,b,c` (finite); ScenarioError if not."""
+def parse_range(text: str, message: pb.Scenario, taker: str = "prove") -> "Interval | Choice":
+    """`FIELD=LO..HI` (a number field, every value in between) or `FIELD=a,b,c` (finite); ScenarioError if not,
+    naming `taker`, what takes the range."""
     if "=" not in text:
         raise ScenarioError(f"--vary {text!r}: expected FIELD=LO..HI or FIELD=a,b,c")
     name, spec = (part.strip() for part in text.split("=", 1))
@@ -97,7 +98,7 @@ def parse_range(text: str, message: pb.Scenario) -> "Interval | Choice":
             return Choice(name, tuple(range(low, high + 1)))
         return Interval(name, _as_written(low), _as_written(high))
     if ":" in spec:
-        raise ScenarioError(f"--vary {text!r}: prove takes a whole interval LO..HI, not a grid start:stop:step")
+        raise ScenarioError(f"--vary {text!r}: {taker} takes a whole interval LO..HI, not a grid start:stop:step")
     values = explore.listed_values(text, name, descriptor, spec)
     if numeric and len(values) == 1:
         return Interval(name, _as_written(values[0]), _as_written(values[0]))

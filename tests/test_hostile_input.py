@@ -259,6 +259,26 @@ def test_one_field_under_two_spellings_is_one_field_given_twice():
     one_line_error(result, "--vary attempts[0].events[1].at_seconds: given twice")
 
 
+def test_a_plugin_given_twice_is_refused_not_swept_twice():
+    """`--plugin upstream --plugin upstream` played every cell twice and wrote each row twice to --out."""
+    delay = "propeller.observation_delay_seconds"
+    for varies in ([f"{delay}=0,1"], [f"{delay}=0..1", "attempts[0].events[1].at_seconds=30..31"]):
+        args = [arg for vary in varies for arg in ("--vary", vary)]
+        args += ["--plugin", "upstream", "--plugin", "recoverable", "--plugin", "upstream"]
+        result = run("sweep", PREEMPTION, *args)
+        one_line_error(result, "--plugin upstream: given twice")
+
+
+def test_a_grid_beside_a_range_is_refused_by_what_sweep_makes_of_it_not_by_prove():
+    """A range makes `sweep` an exact region map, which takes no grid: the refusal named `prove`, which nobody ran."""
+    result = run(
+        "sweep", PREEMPTION, "--vary", "attempts[0].events[1].at_seconds=30..31",
+        "--vary", "propeller.observation_delay_seconds=0:10:2",
+    )  # fmt: skip
+    one_line_error(result, "an exact region map (a FIELD=LO..HI given) takes a whole interval LO..HI, not a grid")
+    assert "prove" not in result.output
+
+
 def test_a_negative_seed_is_refused_not_taken_as_its_absolute_value():
     """Python's `random.Random(-1)` seeds as `Random(1)`: two seeds would draw one sample."""
     one_line_error(run("sweep", PREEMPTION, "--seed", "-1", "--plugin", "recoverable"), "--seed")
