@@ -106,10 +106,11 @@ class Deployment:
 
     @property
     def store(self) -> Optional[PropellerStore]:
-        """Propeller's store as the files make it (flytestdlib `storage.NewDataStore` -> `newStowRawStore`), or
-        None where no file says anything about it (the model then names listed files as the prefix is named).
-        Raises DeploymentConfigError for a store propeller would not start with; a store whose naming of listings
-        the model does not know is refused only by the earliest reader, which alone meets it."""
+        """Propeller's store as the files make it (flytestdlib `storage/rawstores.go` `RefreshConfig`: the `stores`
+        entry for its type, `NewInMemoryRawStore` or `newStowRawStore`), or None where no file says anything about
+        it (the model then names listed files as the prefix is named). Raises DeploymentConfigError for a store
+        propeller would not start with; a store whose naming of listings the model does not know is refused only by
+        the earliest reader, which alone meets it."""
         given = {k: v for k, v in self.values.items() if k.startswith("storage.")}
         if not given:
             return None
@@ -119,6 +120,12 @@ class Deployment:
             raise DeploymentConfigError(
                 f"storage.type: {kind_of_store!r} is not a store type propeller knows ({', '.join(STORAGE_TYPES)}): "
                 "it would not start"
+            )
+        if kind_of_store == "mem":  # `stores`: NewInMemoryRawStore, which reads no other setting
+            return _unmodelled(
+                "",  # an in-memory store (not stow) opens no container, and refuses none
+                "storage.type: mem: the model does not know how propeller's in-memory store "
+                "names the error files it lists",
             )
         container = settings.get("storage.container", "")
         if not container:
@@ -136,12 +143,6 @@ class Deployment:
             endpoint = settings.get("storage.connection.endpoint", "")
             region = settings["storage.connection.region"]
         dynamic = bool(settings.get("storage.enable-multicontainer"))
-        if kind_of_store == "mem":
-            return _unmodelled(
-                "",  # an in-memory store (not stow) opens no container, and refuses none
-                "storage.type: mem: the model does not know how propeller's in-memory store "
-                "names the error files it lists",
-            )
         if kind not in STOW_KINDS:
             raise DeploymentConfigError(
                 f"storage.stow.kind: {kind!r} is not a stow kind flytestdlib registers ({', '.join(STOW_KINDS)}): "

@@ -121,6 +121,8 @@ def test_a_store_propeller_would_not_start_with_is_one_line(tmp_path, text, mess
     "text, refusal",
     [
         ("storage: {type: mem, container: my-bucket}", "storage.type: mem: the model does not know"),
+        # flytestdlib v1.16.8 `rawstores.go`: mem is `NewInMemoryRawStore`, which needs no container (only stow does)
+        ("storage: {type: mem}", "storage.type: mem: the model does not know"),
         (
             "storage: {container: my-bucket, stow: {kind: azure, config: {a: b}}}",
             "storage.stow.kind: azure: the model knows",
