@@ -32,7 +32,7 @@ from typing import Any, Optional, Sequence
 
 from aggregation import defaults, goyaml
 from aggregation.gonumbers import fits, float_to_int64, integer_value, parse_bool, wrap
-from aggregation.propeller import PropellerConfig, payload_limit, payload_limit_note
+from aggregation.propeller import PropellerConfig, payload_limit, payload_limit_note, uint32_note
 from aggregation.propeller_store import PropellerStore, StoreKind
 
 FLYTE_DEFAULT_ERROR_AGGREGATION = False  # flytek8s/config/config.go: a bool field defaultK8sConfig does not set
@@ -314,6 +314,8 @@ def parse_deployment(text: str, source: str) -> tuple[dict, dict]:
             values[name], note = _coerce(".".join(path), node, kind, bits, source)
             if name == "max_download_mbs" and note is None:
                 note = payload_limit_note(values[name])
+            if note is None:
+                note = uint32_note(name, values[name])
             if note is not None:
                 notes[name] = f"{source}: {note}"
     values.update(_stow_config(document, source))

@@ -77,6 +77,23 @@ def payload_limit_note(max_download_mbs: int) -> Optional[str]:
     )
 
 
+#: the settings propeller converts to a uint32 where it compares them, and where (flytepropeller v1.16.8)
+UINT32_SETTINGS = {
+    "max_workflow_retries": ("max-workflow-retries", "controller/handler.go TryMutateWorkflow"),
+    "max_node_retries_system_failures": ("max-node-retries-system-failures", "nodes/executor.go NewExecutor"),
+    "default_max_attempts": ("default-max-attempts", "nodes/executor.go isEligibleForRetry"),
+}
+
+
+def uint32_note(name: str, value: int) -> Optional[str]:
+    """What to tell a user whose setting `name` propeller holds as another number (faithful, but rarely meant): a
+    negative one or one past 4,294,967,295 keeps its low 32 bits."""
+    if name not in UINT32_SETTINGS or uint32(value) == value:
+        return None
+    setting, where = UINT32_SETTINGS[name]
+    return f"{setting} {value} is no uint32: propeller compares uint32({value}) = {uint32(value):,} ({where})"
+
+
 #: the IDs an abort's message names, which a scenario does not say: the workflow's (the compiled template's
 #: "project:domain:name") and the task's node (flytekit numbers a workflow's nodes "n0", "n1", ...)
 WORKFLOW_ID = "<workflow>"

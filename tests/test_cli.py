@@ -32,7 +32,7 @@ def run(*args):
 def explain_json(*args):
     result = run("explain", *args, "--json")
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)  # a note goes to stderr
 
 
 @pytest.fixture
@@ -273,6 +273,18 @@ def test_a_round_that_fails_with_max_workflow_retries_minus_one_waits_for_ever(p
         shown.stdout.split()
     )
     assert "abort" not in shown.stdout
+    # the wrap is faithful, and said: a setting past a uint32 (or below 0) is held as another number
+    assert shown.stderr == (
+        f"aggsim: note: {config}: max-workflow-retries -1 is no uint32: propeller compares uint32(-1) = 4,294,967,295 "
+        "(controller/handler.go TryMutateWorkflow)\n"
+    )
+    config.write_text("propeller:\n  max-workflow-retries: 4294967296\n")  # fits Go's int; its low 32 bits are 0
+    out = explain_json(str(prefix.path), "--propeller-config", str(config))
+    assert out["node"] == {"decision": "FAIL", "code": "Workflow abort failed", "kind": "SYSTEM"}
+    shown = subprocess.run(
+        [AGGSIM, "explain", str(prefix.path), "--propeller-config", str(config)], capture_output=True, text=True
+    )
+    assert "max-workflow-retries 4294967296 is no uint32: propeller compares uint32(4294967296) = 0" in shown.stderr
 
 
 def test_oversized_file_fails_the_round(prefix):
