@@ -11,6 +11,7 @@ shows each figure exactly once (when it is displayed) and a long session never a
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
 from typing import Union
 
 import matplotlib  # noqa: E402
@@ -36,9 +37,25 @@ from aggregation.scenario import VARIANT_NAMES  # noqa: E402
 
 
 def plain(text) -> str:
-    """Text from a document, a path or a scenario as drawn literally: control characters escaped, and `$`
-    escaped so matplotlib never reads it as mathtext (an odd `$` would fail to render)."""
-    return printable(text).replace("$", r"\$")
+    """Text from a document, a path or a scenario as drawn literally: control characters escaped, a character the
+    figure's font has no glyph for written as its escape (matplotlib would draw an empty box and warn on stderr),
+    and `$` escaped so matplotlib never reads it as mathtext (an odd `$` would fail to render)."""
+    shown = printable(text)
+    if not shown.isascii():
+        drawable = _drawable()
+        shown = "".join(
+            c if ord(c) in drawable else (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}") for c in shown
+        )
+    return shown.replace("$", r"\$")
+
+
+@lru_cache(maxsize=1)
+def _drawable() -> frozenset:
+    """The code points the font text is drawn in has glyphs for (matplotlib's default, DejaVu Sans, has no CJK)."""
+    from matplotlib import font_manager
+
+    font = font_manager.get_font(font_manager.findfont(font_manager.FontProperties()))
+    return frozenset(font.get_charmap())
 
 
 MARKERS = {

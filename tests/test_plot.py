@@ -178,6 +178,22 @@ def test_a_file_that_lands_after_the_read_is_said_to():
     assert "uploaded after the read" in legend
 
 
+def test_a_character_the_font_cannot_draw_is_written_as_its_escape_with_no_warning(tmp_path):
+    """A pod named in CJK drew empty boxes ("träin-wörker-1-□□") and printed matplotlib's multi-line 'Glyph ...
+    missing from font(s)' warning on stderr; what the font has (accents) is drawn as it is."""
+    import warnings
+
+    from aggregation.plot import timeline_figure
+
+    text = (SCENARIOS / "sibling_user_error_cleanup.textproto").read_text().replace("train-worker-1", "träin-日本")
+    figure = timeline_figure(simulate(parse_scenario(text)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        figure.savefig(tmp_path / "t.png")
+    lanes = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+    assert "träin-\\u65e5\\u672c" in lanes, lanes
+
+
 def test_a_job_whose_pods_share_a_long_name_gets_short_distinct_lanes_and_the_shared_part_once():
     """A Flyte execution's pods share a long generated prefix; spelled on every lane it squeezed the panels."""
     from aggregation.plot import LANE_LABEL_CHARACTERS, lane_labels, timeline_figure
