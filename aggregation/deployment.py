@@ -314,8 +314,9 @@ def parse_deployment(text: str, source: str) -> tuple[dict, dict]:
             values[name], note = _coerce(".".join(path), node, kind, bits, source)
             if name == "max_download_mbs" and note is None:
                 note = payload_limit_note(values[name])
-            if note is None:
-                note = uint32_note(name, values[name])
+            compared = uint32_note(name, values[name])  # of the number held, after any int64 wrap above
+            if compared is not None:
+                note = compared if note is None else f"{note}; {compared}"
             if note is not None:
                 notes[name] = f"{source}: {note}"
     values.update(_stow_config(document, source))

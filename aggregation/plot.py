@@ -40,13 +40,20 @@ def plain(text) -> str:
     """Text from a document, a path or a scenario as drawn literally: control characters escaped, a character the
     figure's font has no glyph for written as its escape (matplotlib would draw an empty box and warn on stderr),
     and `$` escaped so matplotlib never reads it as mathtext (an odd `$` would fail to render)."""
-    shown = printable(text)
-    if not shown.isascii():
-        drawable = _drawable()
-        shown = "".join(
-            c if ord(c) in drawable else (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}") for c in shown
-        )
-    return shown.replace("$", r"\$")
+    return "".join(_drawn(text)).replace("$", r"\$")
+
+
+def _drawn(text) -> list[str]:
+    """What each character of `text` is drawn as (itself, or its escape), so a label is measured and cut as drawn
+    and a cut never splits an escape."""
+    shown = [printable(c) for c in str(text)]
+    if all(c.isascii() for c in shown):
+        return shown
+    drawable = _drawable()
+    return [
+        c if len(c) > 1 or ord(c) in drawable else (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}")
+        for c in shown
+    ]
 
 
 @lru_cache(maxsize=1)
@@ -128,7 +135,7 @@ def lane_labels(pods: list[str]) -> tuple[str, list[str]]:
     a long generated prefix), so a shared prefix up to a `-` or `.` is said once, in the first panel's title, and a
     name still too long keeps its start and end. Labels stay distinct: where shortening would merge two, names stay
     whole."""
-    names = [str(p) for p in pods]  # shortened as written, escaped after (a cut never splits an escape)
+    names = [str(p) for p in pods]
     prefix = ""
     if len(names) > 1 and max(map(len, names)) > LANE_LABEL_CHARACTERS:
         shared = names[0][: min(map(len, names))]
@@ -138,15 +145,31 @@ def lane_labels(pods: list[str]) -> tuple[str, list[str]]:
         # the shared part's last word stays on each lane ("…worker-0", not "…0")
         words = [i for i, c in enumerate(shared) if c in "-."]
         prefix = shared[: words[-2] + 1] if len(words) > 1 else ""
-    labels = [n[len(prefix) :] for n in names]
+    drawn = [_drawn(n[len(prefix) :]) for n in names]  # measured as drawn: an escape is six characters wide
     room = LANE_LABEL_CHARACTERS - (1 if prefix else 0)  # the leading "…" that stands for the prefix counts
-    head = room // 2 - 1
-    tail = room - head - 1
-    short = [f"{n[:head]}…{n[-tail:]}" if len(n) > room else n for n in labels]
+    labels = ["".join(d) for d in drawn]
+    short = [_cut(d, room) for d in drawn]
     if len(set(short)) == len(short):
         labels = short
-    labels = [plain(label) for label in labels]
+    labels = [label.replace("$", r"\$") for label in labels]
     return plain(prefix), [("…" + label if prefix else label) for label in labels]
+
+
+def _cut(drawn: list[str], room: int) -> str:
+    """A label of at most `room` characters: its start and end around a "…", cut between drawn characters."""
+    if sum(map(len, drawn)) <= room:
+        return "".join(drawn)
+    head, tail = room // 2 - 1, room - room // 2
+    start, end = [], []
+    for piece in drawn:
+        if sum(map(len, start)) + len(piece) > head:
+            break
+        start.append(piece)
+    for piece in reversed(drawn):
+        if sum(map(len, end)) + len(piece) > tail:
+            break
+        end.insert(0, piece)
+    return "".join(start) + "…" + "".join(end)
 
 
 def _side_label(ax, x: float, y: float, text: str, color: str, rise: float = 0, fontsize: float = 8) -> None:

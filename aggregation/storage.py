@@ -311,7 +311,10 @@ class FsspecPrefix:
         for path, info in found.items():
             relative = path[len(self.root) + 1 :] if self.root else path
             if info.get("type") != "file":
-                if info.get("type") != "directory" and relative.startswith(key_prefix):  # a local FIFO, say
+                # a local FIFO, socket or device is "other"; so is a symbolic link in fsspec's local listing, which
+                # it skipped before (LocalPrefix follows links), and an sftp link is "link": those stay skipped
+                odd = info.get("type") == "other" and not info.get("islink")
+                if odd and relative.startswith(key_prefix):
                     raise StoreUnreachable(f"{self.location}/{relative}: {NO_OBJECT}")
                 continue
             if relative.startswith(key_prefix):
@@ -352,7 +355,7 @@ NO_OBJECT = "a FIFO, socket or device, which no object store holds: no copy of a
 def not_a_directory(location: str, exists: bool) -> str:
     if exists:
         return f"{location}: a file, not an output prefix (the directory an attempt's pods upload into)"
-    if location[:5].lower() == "file:":  # `file:x` is a local name with a colon, unless it was meant as a URL
+    if location[:5].lower() == "file:" and not is_file_url(location):  # a local name with a colon, or a URL?
         return f"{location}: no such file or directory (a file URL's path is absolute: file:///path)"
     return f"{location}: no such file or directory"
 
@@ -417,9 +420,19 @@ class LocalPrefix:
                         elif entry.is_dir(follow_symlinks=False):
                             stack.append((entry.path, key))
                         elif not entry.is_dir():
-                            raise StoreUnreachable(f"{self.location}/{key}: {NO_OBJECT}")
+                            self._refuse_if_no_object(entry.path, key)
                     elif key_prefix.startswith(key + "/") and entry.is_dir(follow_symlinks=False):
                         stack.append((entry.path, key))
+
+    def _refuse_if_no_object(self, path: str, key: str) -> None:
+        """A listed name that is neither a file nor a directory: a FIFO, socket or device is refused (no object store
+        holds one); a name gone since the directory was read (or a link whose target went) is simply not listed."""
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            return
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise StoreUnreachable(f"{self.location}/{key}: {NO_OBJECT}")
 
     def _follow(self, path: str, key: str) -> None:
         """A symbolic link among the listed names must lead to something: an object store has no links, so a link
@@ -431,15 +444,26 @@ class LocalPrefix:
 
     def head(self, key: str) -> Optional[int]:
         self.requests.heads += 1
+        path = self._full(key)
         try:
-            info = os.stat(self._full(key))
+            info = os.stat(path)
         except FileNotFoundError:
+            if os.path.islink(path):  # looked up by name (error.pb, futures.pb) as a listed one is (`_follow`)
+                why = os.strerror(errno.ENOENT)
+                raise StoreUnreachable(f"{self.location}/{key}: a symbolic link that leads nowhere: {why}") from None
             return None
         except PermissionError as e:
             raise no_access(self.location, f"looking up {key}", e) from None
         except OSError as e:
+            if e.errno == errno.ELOOP:
+                why = e.strerror
+                raise StoreUnreachable(f"{self.location}/{key}: a symbolic link that leads nowhere: {why}") from None
             raise StorageError(f"failed to stat {self.location}/{key}: {e}") from None
-        return info.st_size if stat.S_ISREG(info.st_mode) else None
+        if stat.S_ISREG(info.st_mode):
+            return info.st_size
+        if stat.S_ISDIR(info.st_mode):  # a "directory" is no object: nothing by that name
+            return None
+        raise StoreUnreachable(f"{self.location}/{key}: {NO_OBJECT}")
 
     def read(self, key: str) -> bytes:
         self.requests.gets += 1

@@ -687,6 +687,9 @@ def test_the_file_urls_explain_prints_can_be_given_back(tmp_path):
             assert empty.exit_code == 2 and "file://: a file URL with no path names no location" in empty.output
         relative = run("explain", "file:p x")  # a local name with a colon, and none here: said how a URL is written
         assert relative.exit_code == 2 and "a file URL's path is absolute: file:///path" in relative.output
+        for url in ("file:///nowhere/at/all", "file:/nowhere", "FILE:///nowhere"):  # absolute already: no hint
+            missing = run("explain", url)
+            assert missing.exit_code == 2 and missing.stderr == f"aggsim: {url}: no such file or directory\n"
     finally:
         os.chdir(cwd)
 

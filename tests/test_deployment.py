@@ -338,7 +338,11 @@ def test_an_integer_too_wide_for_its_go_field_keeps_its_low_bits_and_aggsim_says
         f"aggsim: note: {path}: propeller.node-config.default-max-attempts: 4294967298 does not fit the Go int32 "
         "field: propeller runs with its low 32 bits, 2\n"
     ) in result.stderr
-    assert "int64 field: propeller runs with its low 64 bits, -1" in result.stderr
+    # and the number held is one propeller compares as a uint32 (nodes/executor.go NewExecutor): said on the same line
+    assert (
+        "int64 field: propeller runs with its low 64 bits, -1; max-node-retries-system-failures -1 is no uint32: "
+        "propeller compares uint32(-1) = 4,294,967,295"
+    ) in result.stderr
     # a later file that sets the value again takes the note back
     later = write(configs, "propeller:\n  node-config:\n    default-max-attempts: 3\n", "later.yaml")
     assert [note for note in load_deployment([path, later]).notes if "default-max-attempts" in note] == []

@@ -642,6 +642,14 @@ def test_a_listed_fifo_or_device_is_this_machine_s_problem_not_a_verdict(tmp_pat
         odd.rename(prefix / "notes")  # not under the `error` key prefix: never listed
         done = subprocess.run([AGGSIM, "explain", str(prefix), "--json"], capture_output=True, text=True, timeout=60)
         assert done.returncode == 0 and json.loads(done.stdout)["task_phase"] == "SUCCEEDED", done.stderr
+        # names looked up, not listed: the default reader's error.pb, and the futures.pb every round asks about first
+        for name, strategy in (("error.pb", "default"), ("futures.pb", "earliest"), ("futures.pb", "default")):
+            (prefix / "notes").rename(prefix / name)
+            command = [AGGSIM, "explain", str(prefix), "--strategy", strategy]
+            done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+            assert (done.returncode, done.stdout) == (2, ""), (name, strategy, done)
+            assert done.stderr.startswith(f"aggsim: {prefix}/{name}: a FIFO, socket or device"), done.stderr
+            (prefix / name).rename(prefix / "notes")
 
 
 def test_a_listed_link_that_leads_nowhere_is_this_machine_s_problem_not_a_verdict(tmp_path):
@@ -659,6 +667,13 @@ def test_a_listed_link_that_leads_nowhere_is_this_machine_s_problem_not_a_verdic
             done = subprocess.run([AGGSIM, command, str(prefix)], capture_output=True, text=True)
             assert (done.returncode, done.stdout) == (2, ""), (name, command, done)
             assert done.stderr == f"aggsim: {prefix}/error-x.pb: a symbolic link that leads nowhere: {why}\n"
+        # looked up by name, not listed: the default reader's error.pb
+        (prefix / "error-x.pb").unlink()
+        (prefix / "error.pb").symlink_to("error.pb" if name == "loop" else target)
+        done = subprocess.run([AGGSIM, "explain", str(prefix), "--strategy", "default"], capture_output=True, text=True)
+        assert (done.returncode, done.stdout) == (2, ""), (name, done)
+        assert done.stderr == f"aggsim: {prefix}/error.pb: a symbolic link that leads nowhere: {why}\n"
+        (prefix / "error.pb").rename(prefix / "error-x.pb")
         # a link to a file is read as the file (a copy made with links); links outside the listed names are not read
         (prefix / "error-x.pb").unlink()
         (prefix / "elsewhere").symlink_to(target)

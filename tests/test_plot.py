@@ -1,6 +1,7 @@
 """Plots: the same functions serve notebooks, scripts, tests and `aggsim simulate --plot`."""
 
 import os
+import re
 import subprocess
 
 import pytest
@@ -192,6 +193,14 @@ def test_a_character_the_font_cannot_draw_is_written_as_its_escape_with_no_warni
         figure.savefig(tmp_path / "t.png")
     lanes = [t.get_text() for t in figure.axes[0].get_yticklabels()]
     assert "träin-\\u65e5\\u672c" in lanes, lanes
+    # measured as drawn: an escape's six characters count against the lane's width, and a cut never splits one
+    from aggregation.plot import LANE_LABEL_CHARACTERS, lane_labels
+
+    for pods in (["job-" + "训练" * 10 + "-0", "job-" + "训练" * 10 + "-1"], ["训练" * 11 + "-0", "x-1"]):
+        _, labels = lane_labels(pods)
+        assert all(len(label) <= LANE_LABEL_CHARACTERS for label in labels), labels
+        assert "\\u8bad" in labels[0]
+        assert all("\\" not in re.sub(r"\\u[0-9a-f]{4}", "", label) for label in labels), labels  # no half escape
 
 
 def test_a_job_whose_pods_share_a_long_name_gets_short_distinct_lanes_and_the_shared_part_once():
