@@ -581,6 +581,21 @@ def stamp_ns(seconds, identity: tuple) -> int:
     return stamp
 
 
+def cut_short(data: bytes, keep: int, seconds) -> bytes:
+    """The first `keep` bytes of an error document stamped `seconds` (a partial write). Where the stamp is varied, the
+    document's length is not the same over the path (a varint's bytes, and proto3 leaves a zero field out), so what
+    the cut leaves depends on the stamp's value in a way the prover does not record: the run is not followed, and
+    `aggsim prove` answers UNKNOWN there rather than take this point's length for every point."""
+    if isinstance(seconds, Sym) and seconds.coeffs and keep < len(data) + STAMP_BYTES_AT_MOST:
+        _path().lost("an upload cut short whose error document's stamp is varied (its length varies with the stamp)")
+    return data[:keep]
+
+
+#: the most bytes a ContainerError's timestamp takes (its tag and length, a 10-byte seconds varint and a 5-byte nanos
+#: one, each with its tag): a cut this far past a document's end at one point leaves it whole at every point
+STAMP_BYTES_AT_MOST = 2 + 11 + 6
+
+
 def whole_second(seconds):
     """torch's `int(time.time())` at a clock reading of `seconds` (`stamps.whole_second_ns`), as a float like
     every stamp; a symbolic reading gives one floor atom."""

@@ -32,6 +32,7 @@ from aggregation.propeller_actor import PropellerActor
 from aggregation.results import AttemptResult, winning_upload
 from aggregation.scenario import ScenarioSpec
 from aggregation.storage import OutputPrefix, UnavailablePrefix
+from aggregation.symbolic import cut_short
 from aggregation.timeline import OWNER_DELETED, Event, What
 
 _EVENT_TIME = attrgetter("at")
@@ -140,7 +141,8 @@ class Attempt:
     def upload(self, upload: Upload) -> None:
         keep = self.truncated.get(upload.pod)
         if keep is not None:  # a partial write: the object holds only the first `keep` bytes
-            upload = replace(upload, content=upload.data()[:keep])
+            stamped = upload.error.timestamp if upload.error is not None else None
+            upload = replace(upload, content=cut_short(upload.data(), keep, stamped))
             self.log(Event(self.clock.now, upload.pod, What.UPLOAD_TRUNCATED, file=upload.name, count=keep))
         self.uploads.append(upload)
 

@@ -694,6 +694,31 @@ def _within_rounding_of(proof, choices, point: dict, behaviour) -> bool:
     return any(isinstance(solver.point_in(p.constraints, None), dict) for p in candidates)
 
 
+def test_an_upload_cut_short_whose_stamp_is_varied_is_not_followed_but_answered_unknown() -> None:
+    """A partial write keeps the document's first bytes, and how many a ContainerError takes depends on its stamp
+    (protobuf's varints; proto3 leaves a zero field out). The prover took the witness's length for the whole path:
+    at 8.75 s it read a whole document (USER:RuntimeError) where the plain simulator read a cut one (the round fails,
+    the workflow aborts), found by a generated box in CI. Now the run is not followed there: UNKNOWN, never a wrong
+    region."""
+    text = (
+        'name: "cut" plugin: RECOVERABLE job { pods: "train-worker-0" pods: "train-worker-1" elastic: false } '
+        "task { training_seconds: 20 } propeller { error_aggregation: true } "
+        "timings { rendezvous_seconds: 0.5 agent_shutdown_seconds: 7.999 failed_worker_exit_seconds: 0 } "
+        'attempts { replica_map_order: MASTER_FIRST '
+        'events { pod: "train-worker-0" truncated_upload { keep_bytes: 54 } } '
+        'events { at_seconds: 9.094 pod: "train-worker-0" worker_error { message: "ValueError: bad batch" } } '
+        'events { at_seconds: 9.094 pod: "train-worker-1" preemption {} } }'
+    )
+    source = parse_scenario_source(text, "cut.textproto")
+    ranges = [P.parse_range("attempts[0].events[1].at_seconds=8.594..9.594", source.message)]
+    claim = P.parse_claim("phase=SUCCEEDED", source.message)
+    proof = P.prove(source, claim, ranges, max_paths=80, max_seconds=60)
+    assert proof.verdict == "UNKNOWN" and "cut short" in proof.reason, (proof.verdict, proof.reason)
+    whole = text.replace("keep_bytes: 54", "keep_bytes: 99")  # past any length the stamp can give: followed
+    source = parse_scenario_source(whole, "whole.textproto")
+    assert not P.prove(source, claim, ranges, max_paths=80, max_seconds=60).reason
+
+
 def test_on_the_nanosecond_the_plain_simulator_agrees_even_on_a_boundary() -> None:
     """`aggregation.nanoseconds`: a signal at 30.6 s and a 0.349999872 s shutdown lie on the boundary where seed-pr's
     whole-second stamp of the moment `at + shutdown + 0.05` turns from 30 to 31: torch `errors/error_handler.py`
