@@ -31,7 +31,7 @@ from aggregation.explore import (  # noqa: E402
     outcome_label,
     shown_outcomes,
 )
-from aggregation.printable import printable  # noqa: E402
+from aggregation.printable import code_point_escape, printable  # noqa: E402
 from aggregation.proto.aggsim.v1 import scenario_pb2 as pb  # noqa: E402
 from aggregation.scenario import VARIANT_NAMES  # noqa: E402
 
@@ -50,10 +50,7 @@ def _drawn(text) -> list[str]:
     if all(c.isascii() for c in shown):
         return shown
     drawable = _drawable()
-    return [
-        c if len(c) > 1 or ord(c) in drawable else (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}")
-        for c in shown
-    ]
+    return [c if len(c) > 1 or ord(c) in drawable else code_point_escape(ord(c)) for c in shown]
 
 
 @lru_cache(maxsize=1)

@@ -18,6 +18,11 @@ INVISIBLE_CATEGORIES = frozenset({"Cf", "Zl", "Zp"})
 _KEPT_AT_MOST = 1 << 16
 
 
+def code_point_escape(code: int) -> str:
+    """A character shown by its code point, as Python writes it: `\\uNNNN`, or `\\UNNNNNNNN` past the BMP."""
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
 class _Escapes(dict):
     """str.translate's table: each control character and lone surrogate to its escape, from the start; any other
     character is looked up by its Unicode category the first time it is met (a table of every code point would
@@ -25,7 +30,7 @@ class _Escapes(dict):
 
     def __missing__(self, code: int):
         if unicodedata.category(chr(code)) in INVISIBLE_CATEGORIES:
-            escape = f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+            escape = code_point_escape(code)
         else:
             escape = code  # shown as it is
         if len(self) < _KEPT_AT_MOST:  # a document of every code point cannot make the table grow without bound

@@ -448,16 +448,14 @@ class LocalPrefix:
         try:
             info = os.stat(path)
         except FileNotFoundError:
-            if os.path.islink(path):  # looked up by name (error.pb, futures.pb) as a listed one is (`_follow`)
-                why = os.strerror(errno.ENOENT)
-                raise StoreUnreachable(f"{self.location}/{key}: a symbolic link that leads nowhere: {why}") from None
+            if os.path.islink(path):  # looked up by name (error.pb, futures.pb) as a listed one is
+                self._follow(path, key)
             return None
         except PermissionError as e:
             raise no_access(self.location, f"looking up {key}", e) from None
         except OSError as e:
             if e.errno == errno.ELOOP:
-                why = e.strerror
-                raise StoreUnreachable(f"{self.location}/{key}: a symbolic link that leads nowhere: {why}") from None
+                self._follow(path, key)
             raise StorageError(f"failed to stat {self.location}/{key}: {e}") from None
         if stat.S_ISREG(info.st_mode):
             return info.st_size
