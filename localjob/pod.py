@@ -230,9 +230,16 @@ class LocalPod:
 
     def send_signal(self, sig: int) -> float:
         """Signal the container's PID 1 (the agent itself when there is no container), as the kubelet does; returns
-        when it was sent."""
+        when it was sent. A container whose PID 1 has already exited is left as it is."""
         sent_at = time.time()
-        os.kill(self.pid if self.init_pid is None else self.init_pid, sig)
+        try:
+            os.kill(self.pid if self.init_pid is None else self.init_pid, sig)
+        except ProcessLookupError:
+            # the container's PID 1 has exited and been reaped while its launcher, on its way out, has not yet
+            # reported: a runtime asked to stop a container that has stopped does nothing, and the pod's exit reaches
+            # the world with the launcher's status (the agent itself, not yet waited for, cannot be gone)
+            if self.init_pid is None:
+                raise
         return sent_at
 
     def wait(self, timeout: float) -> int:

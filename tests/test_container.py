@@ -100,3 +100,26 @@ def test_run_local_refuses_a_job_whose_pods_cannot_be_containers_before_any_pod_
     with pytest.raises(Unplayable, match="tini, which is not installed here"):
         check_playable(parse_scenario(text % ("a", "entrypoint: INIT_THEN_EXECUTE"), "t.textproto"))
     check_playable(parse_scenario(text % ("a", "entrypoint: EXECUTE"), "t.textproto"))
+
+
+def test_signalling_a_pod_whose_container_has_exited_but_whose_launcher_has_not_reported_does_nothing(tmp_path):
+    """The kubelet's SIGTERM to a container that has stopped is a no-op. Here the container's PID 1 has exited and
+    been reaped while its launcher is still running (the window in which the operator's cleanup, deciding from what
+    it last saw, signals the pod): the signal goes nowhere and the pod's exit arrives with the launcher's status. It
+    raised ProcessLookupError out of the whole run (a CI run of the non-elastic master test)."""
+    from localjob.pod import LocalPod, PodSpec
+
+    pod = LocalPod(PodSpec(name="pod-a", task_args=(), output_prefix=tmp_path / "out"), tmp_path)
+    gone = subprocess.Popen([PYTHON, "-c", "pass"])
+    gone.wait(timeout=10)
+    pod.process = subprocess.Popen([PYTHON, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        pod.init_pid = gone.pid
+        before = time.time()
+        assert pod.send_signal(signal.SIGTERM) >= before
+        assert pod.returncode is None  # the launcher was not signalled in its container's place
+        pod.init_pid = None
+        pod.send_signal(signal.SIGTERM)
+        assert pod.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        pod.reap()
