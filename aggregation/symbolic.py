@@ -582,18 +582,36 @@ def stamp_ns(seconds, identity: tuple) -> int:
 
 
 def cut_short(data: bytes, keep: int, seconds) -> bytes:
-    """The first `keep` bytes of an error document stamped `seconds` (a partial write). Where the stamp is varied, the
-    document's length is not the same over the path (a varint's bytes, and proto3 leaves a zero field out), so what
-    the cut leaves depends on the stamp's value in a way the prover does not record: the run is not followed, and
-    `aggsim prove` answers UNKNOWN there rather than take this point's length for every point."""
-    if isinstance(seconds, Sym) and seconds.coeffs and keep < len(data) + STAMP_BYTES_AT_MOST:
-        _path().lost("an upload cut short whose error document's stamp is varied (its length varies with the stamp)")
+    """The first `keep` bytes of an error document stamped `seconds` (a partial write). An ErrorDocument is one
+    length-delimited field, so a cut leaves nothing (no error), a truncated message (a parse error) or, from its whole
+    length on, the whole document; that length varies with the stamp (protobuf's varints; proto3 leaves a zero field
+    out). Where the stamp is varied and the cut lies near the end, the run follows the stamp's encoded length: its
+    seconds and nanoseconds are compared with each varint's thresholds and with zero, so every point of the path
+    gives the witness's length, and the prover explores the other lengths as other paths."""
+    if isinstance(seconds, Sym) and seconds.coeffs and 0 < keep and abs(keep - len(data)) <= STAMP_BYTES_AT_MOST:
+        whole_seconds, nanos = divmod(StampSym.of_reading(seconds), stamps.PER_SECOND)
+        _varint_length(whole_seconds)
+        _varint_length(nanos)
     return data[:keep]
 
 
-#: the most bytes a ContainerError's timestamp takes (its tag and length, a 10-byte seconds varint and a 5-byte nanos
-#: one, each with its tag): a cut this far past a document's end at one point leaves it whole at every point
-STAMP_BYTES_AT_MOST = 2 + 11 + 6
+#: how much a ContainerError's stamp can change its document's length: its seconds (a tag and up to ten bytes) and
+#: nanoseconds (a tag and up to five), and a byte of the document's own length prefix (a varint); a cut farther from
+#: the document's end than this leaves the same at every stamp
+STAMP_BYTES_AT_MOST = 11 + 6 + 1
+
+
+def _varint_length(number) -> int:
+    """The bytes protobuf takes for an int64 field holding `number` (none for zero, which proto3 leaves out; ten for
+    a negative one), found by comparisons a symbolic number records."""
+    if number == 0:
+        return 0
+    if number < 0:
+        return 10
+    length = 1
+    while length < 10 and number >= 1 << (7 * length):
+        length += 1
+    return length
 
 
 def whole_second(seconds):

@@ -694,29 +694,47 @@ def _within_rounding_of(proof, choices, point: dict, behaviour) -> bool:
     return any(isinstance(solver.point_in(p.constraints, None), dict) for p in candidates)
 
 
-def test_an_upload_cut_short_whose_stamp_is_varied_is_not_followed_but_answered_unknown() -> None:
-    """A partial write keeps the document's first bytes, and how many a ContainerError takes depends on its stamp
-    (protobuf's varints; proto3 leaves a zero field out). The prover took the witness's length for the whole path:
-    at 8.75 s it read a whole document (USER:RuntimeError) where the plain simulator read a cut one (the round fails,
-    the workflow aborts), found by a generated box in CI. Now the run is not followed there: UNKNOWN, never a wrong
-    region."""
+def test_an_upload_cut_short_whose_stamp_is_varied_is_proved_exactly_by_the_stamp_s_encoded_length() -> None:
+    """A partial write keeps a document's first bytes. An ErrorDocument is one length-delimited field, so a cut leaves
+    nothing, a truncated message (unreadable) or, from its whole length on, the whole document; and how many bytes it
+    takes depends on its stamp (protobuf's varints; proto3 leaves a zero field out). The prover once took the
+    witness's length for the whole path: at 8.75 s it read a whole document (USER:RuntimeError) where the plain
+    simulator read a cut one (the round fails, the workflow aborts), found by a generated box in CI. Now each path
+    pins the stamp's encoded length (`symbolic.cut_short`): the box is answered, both readings appear, and the plain
+    simulator agrees at 8.75 s, at every witness and at points drawn across the box, those whose stamps have a
+    nanosecond part of few bytes included."""
     text = (
         'name: "cut" plugin: RECOVERABLE job { pods: "train-worker-0" pods: "train-worker-1" elastic: false } '
         "task { training_seconds: 20 } propeller { error_aggregation: true } "
         "timings { rendezvous_seconds: 0.5 agent_shutdown_seconds: 7.999 failed_worker_exit_seconds: 0 } "
-        'attempts { replica_map_order: MASTER_FIRST '
+        "attempts { replica_map_order: MASTER_FIRST "
         'events { pod: "train-worker-0" truncated_upload { keep_bytes: 54 } } '
         'events { at_seconds: 9.094 pod: "train-worker-0" worker_error { message: "ValueError: bad batch" } } '
         'events { at_seconds: 9.094 pod: "train-worker-1" preemption {} } }'
     )
     source = parse_scenario_source(text, "cut.textproto")
     ranges = [P.parse_range("attempts[0].events[1].at_seconds=8.594..9.594", source.message)]
-    claim = P.parse_claim("phase=SUCCEEDED", source.message)
-    proof = P.prove(source, claim, ranges, max_paths=80, max_seconds=60)
-    assert proof.verdict == "UNKNOWN" and "cut short" in proof.reason, (proof.verdict, proof.reason)
-    whole = text.replace("keep_bytes: 54", "keep_bytes: 99")  # past any length the stamp can give: followed
-    source = parse_scenario_source(whole, "whole.textproto")
-    assert not P.prove(source, claim, ranges, max_paths=80, max_seconds=60).reason
+    proof = P.prove(source, P.parse_claim("phase=SUCCEEDED", source.message), ranges, max_paths=80, max_seconds=60)
+    assert not proof.reason, proof.reason
+    assert {p.behaviour.final_code for p in proof.paths} == {"USER:RuntimeError", "Workflow abort failed"}
+    _witnesses_replay(proof, proof.paths)
+    field = ranges[0].field
+    points = [Fraction("8.75"), Fraction(9), Fraction("9.000001"), Fraction("9.0001"), Fraction("9.01")]
+    points += [Fraction(8594, 1000) + Fraction(i, 97) for i in range(97)]
+    for at in points:
+        _agrees_but_for_rounding(proof, (), {field: at})
+
+
+@settings(max_examples=200)
+@given(st.integers(-(2**63), 2**63 - 1))
+def test_the_length_a_cut_follows_is_protobuf_s_for_a_stamp_s_field(number) -> None:
+    """`symbolic._varint_length`, which `cut_short` records a stamp's length by, is the bytes protobuf gives an int64
+    field's value (the Timestamp's seconds; its nanos are one too): none for zero, ten for a negative number."""
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    from aggregation.symbolic import _varint_length
+
+    assert _varint_length(number) == max(len(Timestamp(seconds=number).SerializeToString()) - 1, 0)
 
 
 def test_on_the_nanosecond_the_plain_simulator_agrees_even_on_a_boundary() -> None:
