@@ -510,7 +510,7 @@ class Pod:
         """A peer pod's workers are gone: this pod's collectives break."""
         if self.state is PodState.STARTING:
             # still in its first round's join loop, reading once a second since its start (torch's 0-0.3 s
-            # first-round delay is random: taken as 0), against the deadline it set then
+            # delay while the round it read is 0 is random: taken as 0), against the deadline it set then
             self._wait_in_rendezvous("for a peer that is gone", joined_at=self.waiting_since)
             return
         if self.state is not PodState.TRAINING:
@@ -656,8 +656,9 @@ class Pod:
         """The agent returns success: rank 0's entrypoint writes the outputs, the others raise IgnoreOutputs. A
         barrier that fails (timed out, the store gone) is only logged by torch: the agent succeeds all the same.
 
-        Rank 0 uploads `outputs.pb` whether or not the task declares outputs: flytekit 1.16 `_dispatch_execute`
-        writes an empty LiteralMap for a task that returns nothing (`VoidPromise`), and real runs leave it (0 bytes)."""
+        Rank 0 uploads `outputs.pb` whether or not the task declares outputs: flytekit 1.16 `PythonTask.
+        dispatch_execute` gives an empty LiteralMap for a task that returns nothing, `_dispatch_execute` writes it,
+        and real runs leave it (0 bytes)."""
         if self.state is not PodState.AT_EXIT_BARRIER:
             return
         self._change_course(PodState.STOPPING)
