@@ -27,6 +27,8 @@ error too, since Go's random map order picks its value.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
@@ -351,10 +353,14 @@ def load_deployment(paths: Sequence[str]) -> Deployment:
     notes: dict = {}
     for path in paths:
         try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read(defaults.MAX_CONFIG_BYTES + 1)
+            # opened without blocking and refused unless a regular file: a FIFO or a device can block or never end
+            with open(path, encoding="utf-8", opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as handle:
+                regular = stat.S_ISREG(os.fstat(handle.fileno()).st_mode)
+                text = handle.read(defaults.MAX_CONFIG_BYTES + 1) if regular else ""
         except (OSError, ValueError) as e:  # ValueError: not UTF-8, or a NUL in the path
             raise DeploymentConfigError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+        if not regular:
+            raise DeploymentConfigError(f"{path}: not a regular file (a config is a YAML file)")
         if len(text) > defaults.MAX_CONFIG_BYTES:
             raise DeploymentConfigError(f"{path}: larger than {defaults.MAX_CONFIG_BYTES} bytes: not a config file")
         these, said = parse_deployment(text, path)
