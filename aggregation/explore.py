@@ -201,6 +201,8 @@ def field_descriptor(message: pb.Scenario, path: str) -> FieldDescriptor:
         if chosen is not None and chosen != name:  # it would silently turn the message into another kind
             where = ".".join(steps[:i]) or "the scenario"
             raise ScenarioError(f"--vary {path}: {where} is a {chosen}, not a {name}")
+        if repeated and descriptor.type != descriptor.TYPE_MESSAGE:  # with or without an index: no entry to vary
+            raise ScenarioError(f"--vary {path}: {name} is a list of scalars; only scalar fields can be varied")
         if repeated and index is None:
             raise ScenarioError(f"--vary {path}: {name} is a list; vary one entry's field, e.g. {name}[0]...")
         if not repeated and index is not None:
@@ -220,8 +222,6 @@ def field_descriptor(message: pb.Scenario, path: str) -> FieldDescriptor:
             continue
         if not last:
             raise ScenarioError(f"--vary {path}: {name} is a scalar; nothing below it")
-        if repeated:
-            raise ScenarioError(f"--vary {path}: {name} is a list of scalars; only scalar fields can be varied")
         return descriptor
     raise ScenarioError(f"--vary {path}: empty field path")  # pragma: no cover - split never yields nothing
 

@@ -223,6 +223,8 @@ def test_any_timing_value_is_simulated_or_refused_in_one_line(field, value):
         ("attempts=0:1:1", "is a list"),
         ("task=1", "is a message"),
         ("job.pods[0]=a,b", "list of scalars"),
+        # its hint said to vary one entry, pods[0]..., which is refused as a list of scalars (black-box round 5)
+        ("job.pods=a", "job.pods: pods is a list of scalars"),
         ("task.retries=0:3:0.5", "not an integer"),
         ("task.retries=-1,2", "outside the field's range"),
         ("task.retries=5000000000", "outside the field's range"),
