@@ -5,6 +5,7 @@ flyteplugins flytek8s/config `K8sPluginConfig.EnableDistributedErrorAggregation`
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 
@@ -420,17 +421,10 @@ def test_only_the_first_document_of_a_file_is_read_even_when_it_is_empty(tmp_pat
 def test_a_config_that_is_a_fifo_or_a_directory_is_refused_at_once_not_waited_on(tmp_path):
     """A FIFO nothing writes to blocked `--propeller-config` for good (a scenario or a timings profile there is
     refused at once: `scenario.read_text_file`); now it is one line and exit 2, as a directory is."""
-    import os
-
     fifo = tmp_path / "config.yaml"
     os.mkfifo(fifo)
-    refused = subprocess.run(
-        [AGGSIM, "simulate", "preemption_during_training", "--propeller-config", str(fifo)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert refused.returncode == 2 and refused.stderr.strip().count("\n") == 0, refused.stderr
+    refused = aggsim("simulate", "preemption_during_training", "--propeller-config", str(fifo), expect=2, timeout=60)
+    assert refused.stderr.strip().count("\n") == 0, refused.stderr
     assert f"{fifo}: not a regular file" in refused.stderr
     with pytest.raises(DeploymentConfigError, match="cannot read|not a regular file"):
         load_deployment([str(tmp_path)])
